@@ -1,0 +1,2 @@
+//! The `abi-discovery` binary (being written).
+fn main() {}

@@ -1,0 +1,23 @@
+//! Compiles the workspace's `.proto` files with `protox` (pure Rust), so no
+//! system `protoc` is needed, and generates the prost types from them.
+
+use std::path::PathBuf;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
+    let files = [
+        root.join("abi/common/v1/common.proto"),
+        root.join("abi/discovery/v1/discovery.proto"),
+    ];
+    for file in &files {
+        println!("cargo:rerun-if-changed={}", file.display());
+    }
+    let descriptors = protox::compile(&files, [&root])?;
+    prost_build::Config::new()
+        // Serde lets tools and tests read and write messages as JSON; every
+        // field defaults so a JSON object may leave fields out.
+        .type_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
+        .type_attribute(".", "#[serde(default)]")
+        .compile_fds(descriptors)?;
+    Ok(())
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every test: installs what the tests need (scripts/setup.sh), then the
+# whole Rust workspace's tests, examples and doctests. End-to-end tests start
+# their own nats-server processes from .venv/bin on free loopback ports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh
+export PATH="$PWD/.venv/bin:$PATH"
+export ABI_PYTHON="$PWD/.venv/bin/python"
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --all-targets --locked
+cargo test --workspace --doc --locked
