@@ -1,0 +1,163 @@
+//! An N-node JetStream cluster on loopback.
+
+use std::ffi::OsString;
+
+use crate::binary::nats_server_binary;
+use crate::process::{Process, free_ports};
+use crate::wait::unique_name;
+
+/// How many times a cluster start picks new ports when another process took
+/// one first.
+const START_ATTEMPTS: usize = 3;
+
+/// A JetStream cluster of `nats-server` processes on loopback, each with its
+/// own store directory and a `server_name` of `n0`, `n1`, ... Ready once every
+/// node is current with the meta leader. Killed on `Drop`.
+///
+/// ```no_run
+/// # async fn demo() {
+/// let mut cluster = abi_test_support::NatsCluster::start(3).await;
+/// let urls = cluster.urls(); // connect with all of them
+/// cluster.stop_node(0); // e.g. the stream leader, found via stream info
+/// cluster.start_node(0).await;
+/// # let _ = urls;
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct NatsCluster {
+    nodes: Vec<Process>,
+}
+
+impl NatsCluster {
+    /// Starts `size` nodes and waits (up to 30 s each) until all are healthy
+    /// and current with an elected meta leader.
+    ///
+    /// # Panics
+    ///
+    /// When `size` is 0, `nats-server` cannot be found (run
+    /// `./scripts/setup.sh`) or the cluster does not form.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future kills the processes being started.
+    pub async fn start(size: usize) -> Self {
+        assert!(size > 0, "a cluster needs at least one node");
+        let bin = nats_server_binary();
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            let cluster_name = unique_name("abi_cluster");
+            // Per node: client, monitoring and route ports.
+            let ports = free_ports(3 * size);
+            let route_port = |i: usize| ports[3 * i + 2];
+            let mut nodes: Vec<Process> = (0..size)
+                .map(|i| {
+                    let routes = (0..size)
+                        .filter(|&j| j != i)
+                        .map(|j| format!("nats://127.0.0.1:{}", route_port(j)))
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    let mut args: Vec<OsString> = vec![
+                        "--server_name".into(),
+                        Self::server_name(i).into(),
+                        "--cluster_name".into(),
+                        cluster_name.clone().into(),
+                        "--cluster".into(),
+                        format!("nats://127.0.0.1:{}", route_port(i)).into(),
+                    ];
+                    if !routes.is_empty() {
+                        args.extend(["--routes".into(), routes.into()]);
+                    }
+                    Process::new(bin.clone(), ports[3 * i], ports[3 * i + 1], args)
+                })
+                .collect();
+            for node in &mut nodes {
+                node.spawn();
+            }
+            let mut healthy = true;
+            for node in &mut nodes {
+                if let Err(e) = node.wait_healthy().await {
+                    failures.push(e);
+                    healthy = false;
+                    break;
+                }
+            }
+            if healthy {
+                return Self { nodes };
+            }
+        }
+        panic!("nats cluster did not form:\n{}", failures.join("\n---\n"));
+    }
+
+    /// The `server_name` of node `i` (`n<i>`), as stream info reports leaders.
+    pub fn server_name(i: usize) -> String {
+        format!("n{i}")
+    }
+
+    /// The index of the node called `server_name`, if it is one of ours.
+    pub fn node_index(&self, server_name: &str) -> Option<usize> {
+        (0..self.nodes.len()).find(|&i| Self::server_name(i) == server_name)
+    }
+
+    /// How many nodes the cluster has (running or not).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always false: a cluster has at least one node.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Client URLs of every node, `nats://127.0.0.1:<port>`.
+    pub fn urls(&self) -> Vec<String> {
+        (0..self.nodes.len()).map(|i| self.url(i)).collect()
+    }
+
+    /// Client URL of node `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is out of range.
+    pub fn url(&self, i: usize) -> String {
+        format!("nats://127.0.0.1:{}", self.nodes[i].port)
+    }
+
+    /// Whether node `i` is running.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is out of range.
+    pub fn is_running(&self, i: usize) -> bool {
+        self.nodes[i].is_running()
+    }
+
+    /// Kills node `i` abruptly (SIGKILL). Its store stays for
+    /// [`start_node`](Self::start_node).
+    ///
+    /// # Panics
+    ///
+    /// When `i` is out of range.
+    pub fn stop_node(&mut self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    /// Starts node `i` again (same ports and store; killed first if running)
+    /// and waits until it is healthy and current with the meta leader.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is out of range or the node does not come back within 30 s.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the node starting; it is still killed on
+    /// `Drop`.
+    pub async fn start_node(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        node.kill();
+        node.spawn();
+        if let Err(e) = node.wait_healthy().await {
+            panic!("cluster node {i} did not restart: {e}");
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! Test support for the workspace: real `nats-server` processes and small
+//! helpers for bounded waiting.
+//!
+//! - [`NatsServer::start`]: one JetStream server on a free loopback port with
+//!   its own temporary store directory, killed on `Drop`. [`NatsServer::restart`]
+//!   brings it back on the same port with the same store (a crash and
+//!   recovery).
+//! - [`NatsCluster::start`]: an N-node JetStream cluster on loopback, ready
+//!   once every node is current with the meta leader; nodes can be stopped and
+//!   started again.
+//! - [`wait_until`]: poll an async condition until it holds or a deadline
+//!   passes (the replacement for "sleep a bit").
+//! - [`unique_name`]: a name no other test in this process (or a concurrent
+//!   one) uses, for buckets and projects.
+//!
+//! The `nats-server` binary is found through `ABI_NATS_SERVER`, then `PATH`,
+//! then `<workspace>/.venv/bin/nats-server`. When none exists the helpers
+//! panic with a message saying to run `./scripts/setup.sh`: tests never skip.
+//!
+//! Everything here panics on failure, with a message: that is how a test
+//! fails.
+
+// This crate only runs inside tests, where a panic with a clear message is
+// the failure report.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod binary;
+mod cluster;
+mod process;
+mod server;
+mod wait;
+
+pub use binary::nats_server_binary;
+pub use cluster::NatsCluster;
+pub use server::NatsServer;
+pub use wait::{WaitTimedOut, unique_name, wait_until};
