@@ -102,9 +102,7 @@ pub(crate) fn verify(
     let decoding = DecodingKey::from_secret(key.as_bytes()).map_err(|_| AuthError::EmptyKey)?;
     let data = jsonwebtoken::decode::<Map<String, Value>>(token, &decoding, &signature_only())
         .map_err(|e| match e.kind() {
-            ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => {
-                InvalidToken::BadSignature
-            }
+            ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => InvalidToken::BadSignature,
             _ => InvalidToken::Malformed,
         })?;
     check_claims(&data.claims, audience, now)?;
@@ -209,7 +207,9 @@ fn python_int(value: &Value) -> Option<i128> {
             } else {
                 // Truncation toward zero is what Python's int() does to a float; the
                 // cast saturates, which only matters for absurd values.
-                n.as_f64().filter(|f| f.is_finite()).map(|f| f.trunc() as i128)
+                n.as_f64()
+                    .filter(|f| f.is_finite())
+                    .map(|f| f.trunc() as i128)
             }
         }
         Value::Bool(b) => Some(i128::from(*b)),

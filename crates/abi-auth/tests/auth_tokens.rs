@@ -31,9 +31,8 @@ fn forge(header: &str, claims: &str, key: &str) -> String {
         URL_SAFE_NO_PAD.encode(claims)
     );
     let enc = jsonwebtoken::EncodingKey::from_secret(key.as_bytes()).unwrap();
-    let sig =
-        jsonwebtoken::crypto::sign(message.as_bytes(), &enc, jsonwebtoken::Algorithm::HS256)
-            .unwrap();
+    let sig = jsonwebtoken::crypto::sign(message.as_bytes(), &enc, jsonwebtoken::Algorithm::HS256)
+        .unwrap();
     format!("{message}.{sig}")
 }
 
@@ -65,8 +64,8 @@ fn module_token_round_trip_and_kid() {
 
 #[test]
 fn expiry_boundary_matches_pyjwt() {
-    let token = issue_service_token("engine", SECRET, Duration::from_secs(60), at(100), None)
-        .unwrap();
+    let token =
+        issue_service_token("engine", SECRET, Duration::from_secs(60), at(100), None).unwrap();
     // exp = 160: valid strictly before, expired at and after (no leeway).
     assert!(verify_at(&token, SECRET, None, at(159) + Duration::from_millis(999)).is_ok());
     assert_eq!(
@@ -94,10 +93,7 @@ fn audience_rules() {
     let now = SystemTime::now();
     let bound = issue_service_token("api", SECRET, BOUND_TTL, now, Some("inst-1")).unwrap();
     assert_eq!(verify(&bound, SECRET, Some("inst-1")).unwrap(), "api");
-    assert_eq!(
-        reason(verify(&bound, SECRET, None)),
-        InvalidToken::Audience
-    );
+    assert_eq!(reason(verify(&bound, SECRET, None)), InvalidToken::Audience);
     assert_eq!(
         reason(verify(&bound, SECRET, Some("inst-2"))),
         InvalidToken::Audience
