@@ -9,13 +9,52 @@
 //! **Architecture invariant:** no I/O, no async, no clock and no NATS types in
 //! this crate. The service reads the snapshot, calls [`Rules::apply`] or a
 //! lookup, and writes the result.
+//!
+//! **API boundary:** the service, not this crate, verifies tokens, caps the
+//! payload size, and checks that a module registers only its own module id.
+//!
+//! ```
+//! use abi_registry::{Mutation, Outcome, RegistryState, Rules, pb};
+//!
+//! let rules = Rules::default();
+//! let mut state = RegistryState::default();
+//! let register = pb::RegisterRequest {
+//!     descriptor: Some(pb::ModuleDescriptor {
+//!         module_id: "billing".into(),
+//!         contract_major: 1,
+//!         ..Default::default()
+//!     }),
+//!     instance_id: "billing-1".into(),
+//!     lease_token: "t".repeat(32),
+//!     ..Default::default()
+//! };
+//! let Outcome::Register(answer) = rules
+//!     .apply(&mut state, &Mutation::Register(register), "billing", 100.0)
+//!     .unwrap()
+//! else {
+//!     unreachable!()
+//! };
+//! assert_eq!(answer.lease_seconds, 20.0);
+//! assert_eq!(answer.instance.unwrap().status, "STARTING");
+//! ```
 
+mod cycles;
 mod error;
+mod json;
+mod lease;
+mod lookup;
+mod mutate;
+mod patterns;
+mod record;
+mod rules;
+mod status;
+mod validate;
 
-
-
-use abi_proto::discovery::v1 as pb;
+pub use abi_proto::discovery::v1 as pb;
+pub use error::{Error, ErrorCode};
+pub use lease::lease_hash;
 pub use pb::RegistryState;
+pub use rules::{Rules, RulesError};
 
 /// Most live instances the registry holds.
 pub const MAX_INSTANCES: usize = 256;
@@ -27,6 +66,9 @@ pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
 pub const DEFAULT_ADMIN_IDENTITIES: [&str; 2] = ["api", "engine"];
 
 /// A change to the registry, as the service's writer receives it.
+// The variants hold the wire requests as they are (a fixed API); a mutation
+// lives only as long as one write, so the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mutation {
     /// Register (or idempotently re-register) an instance.
@@ -52,9 +94,19 @@ pub enum Outcome {
     Evict(pb::EvictResponse),
 }
 
-/// The configured policy: lease length and admin identities.
-#[derive(Debug, Clone)]
-pub struct Rules {
-    lease_seconds: f64,
-    admin_identities: std::collections::BTreeSet<String>,
+/// Drops records whose lease has ended (`expires_at <= now`), as the
+/// reference does to every snapshot it reads before a write.
+pub fn prune_expired(state: &mut RegistryState, now: f64) {
+    state
+        .records
+        .retain(|r| record::instance(r).expires_at > now);
+}
+
+/// The live records with freshly computed statuses: what lookups see, for
+/// watchers and tools. `state` itself is not changed.
+pub fn view(state: &RegistryState, now: f64) -> RegistryState {
+    let mut live = state.clone();
+    prune_expired(&mut live, now);
+    status::compute(&mut live);
+    live
 }

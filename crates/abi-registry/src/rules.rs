@@ -1,0 +1,250 @@
+//! The configured policy and the entry points the service calls.
+
+use std::collections::BTreeSet;
+
+use abi_proto::discovery::v1 as pb;
+use prost::Message;
+
+use crate::error::{Error, ErrorCode, require};
+use crate::{
+    DEFAULT_ADMIN_IDENTITIES, DEFAULT_LEASE_SECONDS, MAX_SNAPSHOT_BYTES, Mutation, Outcome, lookup,
+    mutate,
+};
+
+/// The policy: lease length and the identities allowed to evict.
+///
+/// ```
+/// use abi_registry::Rules;
+///
+/// let rules = Rules::new(30.0, ["ops"]).unwrap();
+/// assert!(rules.is_admin("ops"));
+/// assert!(!rules.is_admin("api"));
+/// assert!(Rules::new(0.5, ["ops"]).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rules {
+    lease_seconds: f64,
+    admin_identities: BTreeSet<String>,
+}
+
+/// Why a [`Rules`] could not be built.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RulesError {
+    /// The lease is not finite, or shorter than one second.
+    #[error("lease_seconds must be finite and at least 1, got {0}")]
+    LeaseSeconds(f64),
+    /// An admin identity is the empty string.
+    #[error("admin identities must be non-empty names")]
+    EmptyAdminIdentity,
+}
+
+impl Default for Rules {
+    /// A 20 s lease and the admins `api` and `engine`, the reference's defaults.
+    fn default() -> Self {
+        Self {
+            lease_seconds: DEFAULT_LEASE_SECONDS,
+            admin_identities: DEFAULT_ADMIN_IDENTITIES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        }
+    }
+}
+
+impl Rules {
+    /// A policy with a lease of `lease_seconds` and the given admin identities
+    /// (an empty list means nobody may evict).
+    ///
+    /// # Errors
+    /// [`RulesError::LeaseSeconds`] unless the lease is finite and at least one
+    /// second; [`RulesError::EmptyAdminIdentity`] for an empty identity.
+    pub fn new<I, S>(lease_seconds: f64, admin_identities: I) -> Result<Rules, RulesError>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        if !lease_seconds.is_finite() || lease_seconds < 1.0 {
+            return Err(RulesError::LeaseSeconds(lease_seconds));
+        }
+        let admin_identities: BTreeSet<String> =
+            admin_identities.into_iter().map(Into::into).collect();
+        if admin_identities.iter().any(String::is_empty) {
+            return Err(RulesError::EmptyAdminIdentity);
+        }
+        Ok(Rules {
+            lease_seconds,
+            admin_identities,
+        })
+    }
+
+    /// The lease a register or renew grants, in seconds.
+    pub fn lease_seconds(&self) -> f64 {
+        self.lease_seconds
+    }
+
+    /// Whether `identity` may evict registrations.
+    pub fn is_admin(&self, identity: &str) -> bool {
+        self.admin_identities.contains(identity)
+    }
+
+    /// The identities allowed to evict, sorted.
+    pub fn admin_identities(&self) -> impl Iterator<Item = &str> {
+        self.admin_identities.iter().map(String::as_str)
+    }
+
+    /// Applies one mutation for caller `owner` (the token's identity) to
+    /// `state` at time `now`, and stores the recomputed statuses.
+    ///
+    /// `state` must hold live records only (see [`crate::prune_expired`]),
+    /// as the service reads it before a write.
+    ///
+    /// # Errors
+    /// The refusal the reference gives for the same call (see [`ErrorCode`]),
+    /// including REGISTRY_FULL when the result would encode to more than
+    /// [`MAX_SNAPSHOT_BYTES`]. On error `state` is left exactly as it was.
+    pub fn apply(
+        &self,
+        state: &mut pb::RegistryState,
+        mutation: &Mutation,
+        owner: &str,
+        now: f64,
+    ) -> Result<Outcome, Error> {
+        let mut candidate = state.clone();
+        let outcome = match mutation {
+            Mutation::Register(req) => {
+                Outcome::Register(mutate::register(self, &mut candidate, req, owner, now)?)
+            }
+            Mutation::Renew(req) => {
+                Outcome::Renew(mutate::renew(self, &mut candidate, req, owner, now)?)
+            }
+            Mutation::Unregister(req) => {
+                Outcome::Unregister(mutate::unregister(&mut candidate, req, owner)?)
+            }
+            Mutation::Evict(req) => {
+                Outcome::Evict(mutate::evict(self, &mut candidate, req, owner)?)
+            }
+        };
+        require(
+            candidate.encoded_len() <= MAX_SNAPSHOT_BYTES,
+            ErrorCode::RegistryFull,
+            "Registry snapshot exceeds 512 KiB",
+        )?;
+        *state = candidate;
+        Ok(outcome)
+    }
+
+    /// The live instances of one module at one contract major, by instance id.
+    ///
+    /// Takes the snapshot as stored (expired records are skipped here) and
+    /// never changes it.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT for a bad module id or a zero contract major,
+    /// MODULE_NOT_FOUND when no live instance serves the module, and
+    /// INCOMPATIBLE_MODULE when none serves that contract major.
+    pub fn get_module(
+        &self,
+        state: &pb::RegistryState,
+        req: &pb::GetModuleRequest,
+        now: f64,
+    ) -> Result<pb::GetModuleResponse, Error> {
+        lookup::get_module(state, req, now)
+    }
+
+    /// One page of live instances of every module, by instance id.
+    ///
+    /// # Errors
+    /// INVALID_ARGUMENT unless `limit` is within 1..=100.
+    pub fn list_modules(
+        &self,
+        state: &pb::RegistryState,
+        req: &pb::ListModulesRequest,
+        now: f64,
+    ) -> Result<pb::ListModulesResponse, Error> {
+        lookup::list_modules(state, req, now)
+    }
+
+    /// Whether the provider instance may serve the agent call. Only the
+    /// decision: the service verifies `caller_token` and fills in
+    /// `caller_identity` and `caller_admin`.
+    ///
+    /// # Errors
+    /// LEASE_EXPIRED, PERMISSION_DENIED, AGENT_NOT_FOUND, or
+    /// MODULE_UNAVAILABLE for a new invocation on a provider not READY.
+    pub fn authorize_agent(
+        &self,
+        state: &pb::RegistryState,
+        req: &pb::AuthorizeAgentRequest,
+        owner: &str,
+        now: f64,
+    ) -> Result<pb::AuthorizeAgentResponse, Error> {
+        lookup::authorize_agent(state, req, owner, now)
+    }
+
+    /// Whether the provider instance may serve the chat model (decision only).
+    ///
+    /// # Errors
+    /// LEASE_EXPIRED, PERMISSION_DENIED, MODEL_NOT_FOUND or MODULE_UNAVAILABLE.
+    pub fn authorize_model(
+        &self,
+        state: &pb::RegistryState,
+        req: &pb::AuthorizeModelRequest,
+        owner: &str,
+        now: f64,
+    ) -> Result<pb::AuthorizeModelResponse, Error> {
+        lookup::authorize_model(state, req, owner, now)
+    }
+
+    /// Whether the provider instance may serve the app (decision only).
+    ///
+    /// # Errors
+    /// LEASE_EXPIRED, PERMISSION_DENIED, APP_NOT_FOUND or MODULE_UNAVAILABLE.
+    pub fn authorize_app(
+        &self,
+        state: &pb::RegistryState,
+        req: &pb::AuthorizeAppRequest,
+        owner: &str,
+        now: f64,
+    ) -> Result<pb::AuthorizeAppResponse, Error> {
+        lookup::authorize_app(state, req, owner, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn the_lease_must_be_finite_and_at_least_a_second() {
+        for bad in [0.0, 0.999, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                Rules::new(bad, ["api"]),
+                Err(RulesError::LeaseSeconds(_))
+            ));
+        }
+        assert_eq!(Rules::new(1.0, ["api"]).unwrap().lease_seconds(), 1.0);
+    }
+
+    #[test]
+    fn admin_identities_must_be_named() {
+        assert_eq!(
+            Rules::new(20.0, ["api", ""]),
+            Err(RulesError::EmptyAdminIdentity)
+        );
+        let nobody = Rules::new(20.0, Vec::<String>::new()).unwrap();
+        assert!(!nobody.is_admin("api"));
+        assert!(!nobody.is_admin(""));
+    }
+
+    #[test]
+    fn defaults_are_the_references() {
+        let rules = Rules::default();
+        assert_eq!(rules.lease_seconds(), 20.0);
+        assert_eq!(
+            rules.admin_identities().collect::<Vec<_>>(),
+            ["api", "engine"]
+        );
+    }
+}
