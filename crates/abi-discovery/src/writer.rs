@@ -1,1 +1,324 @@
-//! (being written)
+//! The group-commit writer: the one task per process that writes the
+//! snapshot.
+//!
+//! Callers send a [`WriteCmd`] on a bounded channel and wait on its oneshot.
+//! The writer takes one command, then everything already waiting (up to
+//! `max_batch`, optionally lingering `max_delay` for more), and commits the
+//! whole batch with a single compare-and-swap:
+//!
+//! 1. start from the cached snapshot when there is one (a stale cache only
+//!    costs a conflict), else read the store;
+//! 2. drop expired records, then apply each mutation in order; one that fails
+//!    is left out and answered with its error, the others see the state as if
+//!    it had never been sent (the rules leave the state untouched on error);
+//! 3. if any mutation succeeded, compare-and-swap once on the revision
+//!    started from; on a conflict re-read and re-apply the whole batch, at most
+//!    [`MAX_ATTEMPTS`] attempts in all, then answer `REGISTRY_BUSY`;
+//! 4. answer every caller.
+//!
+//! A store failure or timeout answers the whole batch `UNAVAILABLE` and drops
+//! the cache. This matches the reference's `_mutate`/`_write`, with the
+//! writer as a task instead of a lock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use abi_proto::discovery::v1 as pb;
+use abi_registry::{Error, ErrorCode, Mutation, Outcome, Rules};
+use bytes::Bytes;
+use prost::Message;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::clock::Clock;
+use crate::store::cache::{Decoded, SnapshotCache};
+use crate::store::{CasError, SnapshotStore, StoreError};
+
+/// Compare-and-swap attempts per batch before answering `REGISTRY_BUSY` (the
+/// reference's five).
+pub const MAX_ATTEMPTS: usize = 5;
+
+/// The message of `REGISTRY_BUSY`, as the reference words it.
+pub const BUSY_MESSAGE: &str = "Concurrent registry updates; retry control operation";
+
+/// The message of `UNAVAILABLE` when the store fails (never the internals).
+pub const UNAVAILABLE_MESSAGE: &str = "Registry operation failed";
+
+/// What a caller gets back for one mutation.
+pub type WriteResult = Result<Outcome, Error>;
+
+/// One mutation for the writer, with where to send its answer.
+#[derive(Debug)]
+pub struct WriteCmd {
+    /// The change to apply.
+    pub mutation: Mutation,
+    /// The caller's identity (the verified token's subject).
+    pub owner: String,
+    /// Where the answer goes; a dropped receiver is fine (the write happens
+    /// anyway, like in the reference).
+    pub reply: oneshot::Sender<WriteResult>,
+}
+
+/// The writer's batching settings.
+#[derive(Debug, Clone)]
+pub(crate) struct WriterConfig {
+    pub(crate) max_batch: usize,
+    pub(crate) max_delay: Duration,
+    pub(crate) store_timeout: Duration,
+}
+
+/// Counters shared by the writer and the lookups, read by `stats()`.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) batches: AtomicU64,
+    pub(crate) mutations: AtomicU64,
+    pub(crate) commits: AtomicU64,
+    pub(crate) conflicts: AtomicU64,
+    pub(crate) retries: AtomicU64,
+    pub(crate) busy: AtomicU64,
+    pub(crate) store_errors: AtomicU64,
+    pub(crate) lookups: AtomicU64,
+    pub(crate) cache_hits: AtomicU64,
+    pub(crate) reloads: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The writer task's state.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    pub(crate) store: Arc<dyn SnapshotStore>,
+    pub(crate) rules: Rules,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) cache: Arc<SnapshotCache>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) cfg: WriterConfig,
+}
+
+/// Why an attempt did not commit.
+enum AttemptError {
+    Conflict,
+    Store(String),
+}
+
+impl Writer {
+    /// Runs until `shutdown` fires or every sender is gone, then closes the
+    /// channel and commits what was already queued.
+    pub(crate) async fn run(
+        self,
+        mut cmd_rx: mpsc::Receiver<WriteCmd>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let first = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                cmd = cmd_rx.recv() => match cmd {
+                    Some(cmd) => cmd,
+                    None => return,
+                },
+            };
+            let batch = self.collect(first, &mut cmd_rx).await;
+            self.commit_batch(batch).await;
+        }
+        // Refuse new commands, then flush the ones already accepted.
+        cmd_rx.close();
+        let mut flushed = 0usize;
+        while let Some(first) = cmd_rx.recv().await {
+            let batch = self.collect_ready(first, &mut cmd_rx);
+            flushed += batch.len();
+            self.commit_batch(batch).await;
+        }
+        tracing::info!(flushed, "discovery writer stopped");
+    }
+
+    /// `first` plus whatever is waiting, lingering up to `max_delay` for more
+    /// when the batch is not full.
+    async fn collect(
+        &self,
+        first: WriteCmd,
+        cmd_rx: &mut mpsc::Receiver<WriteCmd>,
+    ) -> Vec<WriteCmd> {
+        let mut batch = self.collect_ready(first, cmd_rx);
+        if self.cfg.max_delay.is_zero() {
+            return batch;
+        }
+        let linger_until = tokio::time::Instant::now() + self.cfg.max_delay;
+        while batch.len() < self.cfg.max_batch {
+            // recv is cancel safe: a timeout loses no command.
+            match tokio::time::timeout_at(linger_until, cmd_rx.recv()).await {
+                Ok(Some(cmd)) => batch.push(cmd),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        batch
+    }
+
+    /// `first` plus whatever is already waiting, up to `max_batch`.
+    fn collect_ready(
+        &self,
+        first: WriteCmd,
+        cmd_rx: &mut mpsc::Receiver<WriteCmd>,
+    ) -> Vec<WriteCmd> {
+        let mut batch = vec![first];
+        while batch.len() < self.cfg.max_batch {
+            match cmd_rx.try_recv() {
+                Ok(cmd) => batch.push(cmd),
+                Err(_) => break,
+            }
+        }
+        batch
+    }
+
+    /// Commits one batch and answers every command in it.
+    async fn commit_batch(&self, batch: Vec<WriteCmd>) {
+        let span = tracing::debug_span!(
+            "writer_batch",
+            batch_len = batch.len(),
+            attempts = tracing::field::Empty,
+            commit_ms = tracing::field::Empty,
+        );
+        async {
+            Counters::bump(&self.counters.batches);
+            self.counters
+                .mutations
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let started = Instant::now();
+            let (mutations, replies): (Vec<_>, Vec<_>) = batch
+                .into_iter()
+                .map(|cmd| ((cmd.mutation, cmd.owner), cmd.reply))
+                .unzip();
+            let answers = self.commit(&mutations).await;
+            tracing::Span::current().record("commit_ms", started.elapsed().as_secs_f64() * 1000.0);
+            for (reply, answer) in replies.into_iter().zip(answers) {
+                // The caller may have gone away (cancelled); the write stands.
+                let _ = reply.send(answer);
+            }
+        }
+        .instrument(span)
+        .await;
+    }
+
+    /// The answers for `mutations`, in order, after committing them.
+    async fn commit(&self, mutations: &[(Mutation, String)]) -> Vec<WriteResult> {
+        let mut cached = self.cache.get();
+        for attempt in 1..=MAX_ATTEMPTS {
+            if attempt > 1 {
+                Counters::bump(&self.counters.retries);
+            }
+            tracing::Span::current().record("attempts", attempt);
+            match self.attempt(cached.take(), mutations).await {
+                Ok(answers) => return answers,
+                Err(AttemptError::Conflict) => {
+                    Counters::bump(&self.counters.conflicts);
+                }
+                Err(AttemptError::Store(error)) => {
+                    Counters::bump(&self.counters.store_errors);
+                    self.cache.clear();
+                    tracing::warn!(%error, batch_len = mutations.len(), "registry write failed");
+                    let unavailable = Error::new(ErrorCode::Unavailable, UNAVAILABLE_MESSAGE);
+                    return vec![Err(unavailable); mutations.len()];
+                }
+            }
+        }
+        Counters::bump(&self.counters.busy);
+        tracing::warn!(
+            batch_len = mutations.len(),
+            attempts = MAX_ATTEMPTS,
+            "registry busy: every compare-and-swap conflicted"
+        );
+        vec![Err(Error::new(ErrorCode::RegistryBusy, BUSY_MESSAGE)); mutations.len()]
+    }
+
+    /// One read-apply-CAS round, starting from `start` when given.
+    async fn attempt(
+        &self,
+        start: Option<Decoded>,
+        mutations: &[(Mutation, String)],
+    ) -> Result<Vec<WriteResult>, AttemptError> {
+        let start = match start {
+            Some(decoded) => decoded,
+            None => self.read().await?,
+        };
+        let now = self.clock.now();
+        let mut state = (*start.state).clone();
+        abi_registry::prune_expired(&mut state, now);
+        let answers: Vec<WriteResult> = mutations
+            .iter()
+            .map(|(mutation, owner)| self.rules.apply(&mut state, mutation, owner, now))
+            .collect();
+        if answers.iter().all(Result::is_err) {
+            // Nothing to write: the refusals stand whatever the revision.
+            return Ok(answers);
+        }
+        let bytes = Bytes::from(state.encode_to_vec());
+        let cas = self.store.compare_and_swap(bytes, start.revision);
+        let new_revision = match tokio::time::timeout(self.cfg.store_timeout, cas).await {
+            Ok(Ok(revision)) => revision,
+            Ok(Err(CasError::Conflict)) => return Err(AttemptError::Conflict),
+            Ok(Err(CasError::Store(e))) => return Err(AttemptError::Store(error_chain(&e))),
+            Err(_) => return Err(AttemptError::Store(self.timed_out("compare_and_swap"))),
+        };
+        Counters::bump(&self.counters.commits);
+        // Cache before answering, so a lookup made after the answer sees it.
+        self.cache.offer(Decoded {
+            state: Arc::new(state),
+            revision: new_revision,
+            token: new_revision,
+        });
+        Ok(answers)
+    }
+
+    /// Reads and decodes the snapshot, caching it.
+    async fn read(&self) -> Result<Decoded, AttemptError> {
+        let token = match tokio::time::timeout(self.cfg.store_timeout, self.store.read()).await {
+            Ok(Ok(snapshot)) => snapshot,
+            Ok(Err(e)) => return Err(AttemptError::Store(error_chain(&e))),
+            Err(_) => return Err(AttemptError::Store(self.timed_out("read"))),
+        };
+        let decoded = decode(token.bytes, token.revision, token.revision)
+            .map_err(|e| AttemptError::Store(e.to_string()))?;
+        self.cache.offer(decoded.clone());
+        Ok(decoded)
+    }
+
+    fn timed_out(&self, op: &'static str) -> String {
+        StoreError::TimedOut {
+            op,
+            timeout: self.cfg.store_timeout,
+        }
+        .to_string()
+    }
+}
+
+/// Decodes stored bytes (empty: an empty registry).
+pub(crate) fn decode(
+    bytes: Bytes,
+    revision: u64,
+    token: u64,
+) -> Result<Decoded, prost::DecodeError> {
+    let state = pb::RegistryState::decode(bytes)?;
+    Ok(Decoded {
+        state: Arc::new(state),
+        revision,
+        token,
+    })
+}
+
+/// `error` and its sources, for one log line.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
