@@ -30,10 +30,13 @@ const LEASE_TOKEN: &str = "tok-0123456789abcdef0123456789abcdef0123456789abcdef0
 /// Hex SHA-256 of [`LEASE_TOKEN`].
 const LEASE_HASH: &str = "3377841e172a594c34ebaa953a3c3542cf988ff3694fc9ea8619b87cff46595f";
 
+/// Checks one file's bytes; the error says what differs.
+type Check = Box<dyn Fn(&[u8]) -> Result<(), String>>;
+
 /// One vector: its file name (without `.bin`) and how to check its bytes.
 struct Case {
     name: &'static str,
-    check: Box<dyn Fn(&[u8]) -> Result<(), String>>,
+    check: Check,
 }
 
 /// The usual check: decodes to `expected`, and both re-encode to the bytes.
