@@ -54,6 +54,9 @@ from naas_abi_proto.discovery.v1 import discovery_pb2 as pb
 LEASE_SECONDS = 20.0
 ADMINS = ("api", "engine")
 
+# Every line carries "lease_seconds" when the sequence's service was built with
+# a lease other than LEASE_SECONDS.
+
 # Where our implementation deliberately differs from the reference, or where
 # the harness cannot carry a value across. The generator never produces these
 # cases (each key names the generator's case it removes); the replay would
@@ -66,15 +69,20 @@ DIFFERENCES: dict[str, str] = {
         "field. Both decode to a zero that compares equal. Pinned by the golden "
         "vector job_descriptor_negative_zero."
     ),
-    "json-deeper-than-serde": (
-        "A job schema or trigger input nested deeper than serde_json's recursion "
-        "limit (128) is valid JSON to Python (limit ~1000) but not to serde_json. "
-        "Nothing real nests that deep; the generator stays under 100 levels."
+    "json-nesting-at-python-recursion-limit": (
+        "A job schema or trigger input nested about 1000 levels deep makes "
+        "Python's json.loads raise RecursionError (the exact depth depends on "
+        "the interpreter's call stack), which the reference does not turn into "
+        "a DiscoveryError: the caller gets an internal error. We accept up to "
+        "1000 levels and refuse deeper ones with INVALID_ARGUMENT. The "
+        "generator stays at or under 900 levels, where both sides agree."
     ),
-    "json-python-recursion-error": (
-        "Nested deeper than Python's own recursion limit, json.loads raises "
-        "RecursionError, which the reference does not turn into a DiscoveryError "
-        "(the caller gets an internal error). Not generated."
+    "unknown-fields": (
+        "Python's protobuf keeps fields it does not know (from a newer peer's "
+        "descriptor) and compares them: the reference stores them in the "
+        "snapshot and a re-registration without them is a DESCRIPTOR_CONFLICT. "
+        "prost drops unknown fields when decoding, so we neither store nor "
+        "compare them. Requests here only use fields of naas-abi-proto 0.2.0."
     ),
     "clock-off-grid": (
         "Harness only: clock values stay on a 1/8 s grid so their JSON decimal "
@@ -135,12 +143,12 @@ def error(exc: DiscoveryError) -> Expect:
 class Harness:
     """One reference service over a fresh registry, with its clock."""
 
-    def __init__(self, seq: str, now: float, out: list[str]) -> None:
-        self.seq, self.now, self.out, self.index = seq, now, out, 0
+    def __init__(self, seq: str, now: float, out: list[str], lease: float = LEASE_SECONDS) -> None:
+        self.seq, self.now, self.out, self.index, self.lease = seq, now, out, 0, lease
         self.registry = MemoryRegistry()
         self.service = DiscoveryService(
             self.registry,
-            lease_seconds=LEASE_SECONDS,
+            lease_seconds=lease,
             clock=lambda: self.now,
             admin_identities=ADMINS,
             snapshot_seconds=0,
@@ -175,6 +183,8 @@ class Harness:
             "owner": owner,
             "now": self.now,
         }
+        if self.lease != LEASE_SECONDS:
+            line["lease_seconds"] = self.lease
         if note:
             line["note"] = note
         try:
@@ -223,6 +233,21 @@ VALID_JSON_VALUES = [
     '{"d": ' + "[" * 90 + "]" * 90 + "}",  # deep, but under serde's limit
     '{"x": -0.0, "y": 1E+2, "z": 0.5e-3}',
     "\t\n{}\r\n",
+    '{"a": "\\/", "b": "\x7f", "c": "\u2028"}',
+    '{"a": -0, "b": 1E-7}',
+    '{"\\ud800": 1, "a": "\\uDFFF\\uD800"}',
+]
+# Long enough that only a 16 KiB schema can hold them: Python's json turns
+# digits into an int (at most 4300 digits) but reads any float.
+LONG_JSON_VALUES = [
+    '{"a": ' + "1" * 4300 + "}",
+    '{"a": ' + "1" * 4301 + "}",
+    '{"a": -' + "1" * 4300 + "}",
+    '{"a": -' + "1" * 4301 + "}",
+    '{"a": ' + "1" * 5000 + ".5}",
+    '{"a": ' + "1" * 5000 + "e1}",
+    '{"a": ' + "[" * 500 + "]" * 500 + "}",
+    '{"a": ' + "[" * 900 + "]" * 900 + "}",
 ]
 INVALID_JSON_VALUES = [
     "[]",
@@ -238,6 +263,19 @@ INVALID_JSON_VALUES = [
     '{"a": nan}',
     '{"a": 01}',
     "{} {}",
+    '{"a": 1.}',
+    '{"a": .5}',
+    '{"a": -NaN}',
+    '{"a": +1}',
+    '{"a": "\\x"}',
+    '{"a":\u00a0 1}',
+    '{"a": -}',
+    '{"a": 1e}',
+    '{"a": 0001}',
+    '{"a": "\\u12"}',
+    '{"a": Infinityx}',
+    '{"a": NaN1}',
+    '{"a": 1}\x00',
 ]
 
 
@@ -386,6 +424,10 @@ class Generator:
             h.now += r.choice([0.125, 0.5, 1.0, 1.0, 2.5, 2.5, 5.0])
         elif r.random() < 0.03:
             h.now += r.choice([19.875, 20.0, 20.125, 30.0])
+        elif r.random() < 0.01:
+            # A clock stepping back (another replica, or NTP): records the
+            # stored snapshot still holds can count as live again.
+            h.now -= r.choice([0.125, 5.0, 25.0])
         pick = r.random()
         if pick < 0.30:
             if r.random() < 0.25:
@@ -423,12 +465,12 @@ class Generator:
                 self.forget(instance_id)
         elif pick < 0.77:
             module = r.choice(self.modules * 4 + ["zz", "", "bad name"])
-            major = r.choice([1] * 8 + [2, 2, 0, 3])
+            major = r.choice([1] * 8 + [2, 2, 0, 3, 2**32 - 1])
             await h.call(
                 "get_module", pb.GetModuleRequest(module_id=module, contract_major=major)
             )
         elif pick < 0.85:
-            limit = r.choice([0, 1, 2, 3, 5, 50, 100, 101])
+            limit = r.choice([0, 1, 2, 3, 5, 50, 100, 101, 2**32 - 1])
             after = "" if r.random() < 0.6 else r.choice(self.ids + ["i", "i3x", "zzz", "é", "😀", "I"])
             await h.call(
                 "list_modules", pb.ListModulesRequest(limit=limit, after_instance_id=after)
@@ -677,6 +719,8 @@ def _bad_registrations() -> list[tuple[str, Callable[[pb.RegisterRequest, random
     for n, value in enumerate(VALID_JSON_VALUES + INVALID_JSON_VALUES):
         target = ["input_schema", "output_schema", "trigger"][n % 3]
         cases.append((f"json {target} {value[:20]!r}", _json_field(target, value)))
+    for value in LONG_JSON_VALUES:
+        cases.append((f"json long {value[:12]!r} ({len(value)})", _json_field("input_schema", value)))
     return cases
 
 
@@ -686,7 +730,10 @@ BAD_REGISTRATIONS = _bad_registrations()
 async def random_sequence(seed: int, index: int, out: list[str]) -> Harness:
     rng = random.Random(f"{seed}:{index}")
     start = rng.choice([0.0, 1000.5, 1764400000.25])
-    h = Harness(f"{seed}:{index}", start, out)
+    # Mostly the default lease; sometimes the shortest allowed, or one whose
+    # sums with the clock are not exact.
+    lease = rng.choice([LEASE_SECONDS] * 6 + [1.0, 7.3, 86400.5])
+    h = Harness(f"{seed}:{index}", start, out, lease)
     gen = Generator(rng, h)
     if rng.random() < 0.015:
         # Rare and long (the bytes kind makes 30 KB descriptors): enough to

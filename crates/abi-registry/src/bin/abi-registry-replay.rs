@@ -15,8 +15,9 @@
 //! kept as encoded bytes; a mutation decodes it, drops expired records, applies
 //! the mutation and stores the re-encoded result only on success; a lookup
 //! decodes it and answers from it as stored. A new `seq` starts from an empty
-//! registry. The rules use a 20 s lease and the admin identities `api` and
-//! `engine`, as the harness configures the reference.
+//! registry. The rules use the admin identities `api` and `engine` and a 20 s
+//! lease, or the line's `lease_seconds`, as the harness configures the
+//! reference.
 
 use std::io::{BufRead, BufWriter, Write};
 use std::process::ExitCode;
@@ -26,7 +27,7 @@ use abi_registry::{Mutation, Outcome, Rules, prune_expired};
 use prost::Message;
 use serde_json::{Value, json};
 
-/// The reference harness's lease, in seconds.
+/// The reference harness's lease, in seconds, when a line names none.
 const LEASE_SECONDS: f64 = 20.0;
 /// The reference harness's admin identities.
 const ADMINS: [&str; 2] = ["api", "engine"];
@@ -87,6 +88,13 @@ impl Replay {
             .and_then(Value::as_f64)
             .ok_or("no numeric \"now\"")?;
         let owner = input.get("owner").and_then(Value::as_str).unwrap_or("");
+        let lease = input
+            .get("lease_seconds")
+            .and_then(Value::as_f64)
+            .unwrap_or(LEASE_SECONDS);
+        if lease.to_bits() != self.rules.lease_seconds().to_bits() {
+            self.rules = Rules::new(lease, ADMINS).map_err(|e| e.to_string())?;
+        }
         let result = match op {
             "snapshot" => {
                 let snapshot = hex::encode(&self.stored);
