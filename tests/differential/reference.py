@@ -29,6 +29,7 @@ Usage:
   reference.py --seed N [--sequences K]   random sequences N:0 .. N:K-1
   reference.py --seed N --only I          sequence N:I alone (each is seeded on its own)
   reference.py --fixed                    the hand-written scenarios
+  reference.py --differences              one scenario per deliberate difference
 """
 
 from __future__ import annotations
@@ -155,8 +156,15 @@ class Harness:
         )
         self.codes: dict[str, int] = {}
 
-    async def call(self, op: str, request: Message, owner: str = "", note: str = "") -> Expect:
-        """Runs one operation, records it with the reference's answer."""
+    async def call(
+        self, op: str, request: Message, owner: str = "", note: str = "", difference: str = ""
+    ) -> Expect:
+        """Runs one operation, records it with the reference's answer.
+
+        ``difference`` marks an operation written to show a DIFFERENCES entry:
+        the line names it, the request always travels as bytes (so unknown
+        fields survive), and an internal error is recorded instead of raised.
+        """
         service = self.service
         calls: dict[str, Callable[[], Any]] = {
             "register": lambda: service.register(request, owner),
@@ -176,6 +184,10 @@ class Harness:
         except DiscoveryError as exc:
             expect = error(exc)
             self.codes[exc.code] = self.codes.get(exc.code, 0) + 1
+        except RecursionError as exc:
+            if not difference:
+                raise
+            expect = {"ok": False, "code": "RecursionError", "message": str(exc)}
         line: dict[str, Any] = {
             "seq": self.seq,
             "i": self.index,
@@ -187,8 +199,12 @@ class Harness:
             line["lease_seconds"] = self.lease
         if note:
             line["note"] = note
+        if difference:
+            line["difference"] = difference
         try:
             line["request"] = to_json(request)
+            if difference:
+                line["request_hex"] = request.SerializeToString().hex()
         except NotJson:
             line["request"] = {}
             line["request_hex"] = request.SerializeToString().hex()
@@ -197,18 +213,17 @@ class Harness:
         self.index += 1
         return expect
 
-    def finish(self) -> None:
-        self.out.append(
-            json.dumps(
-                {
-                    "seq": self.seq,
-                    "i": self.index,
-                    "op": "snapshot",
-                    "now": self.now,
-                    "expect": {"snapshot": self.registry.data.hex()},
-                }
-            )
-        )
+    def finish(self, difference: str = "") -> None:
+        line: dict[str, Any] = {
+            "seq": self.seq,
+            "i": self.index,
+            "op": "snapshot",
+            "now": self.now,
+            "expect": {"snapshot": self.registry.data.hex()},
+        }
+        if difference:
+            line["difference"] = difference
+        self.out.append(json.dumps(line))
 
     def snapshot(self) -> pb.RegistryState:
         return pb.RegistryState.FromString(self.registry.data)
@@ -290,6 +305,12 @@ class Generator:
         self.rollouts = ["r1", "r2", "r3"]
         # How often a registration is followed by its initialized renewal.
         self.eager = rng.choice([0.0, 0.3, 0.7])
+        # Some sequences are mostly rollouts of a few modules that come up at
+        # once: generations then stage, cut over, drain and break often.
+        self.rollout_share, self.bad_share = 0.5, 0.25
+        if rng.random() < 0.3:
+            self.rollout_share, self.bad_share, self.eager = 0.85, 0.05, 0.8
+            self.rollouts = ["r1", "r2", "r3", "r4", "r5"]
         self.designs: dict[tuple[str, int, str], pb.ModuleDescriptor] = {}
         self.cohorts: dict[str, list[str]] = {}
         # instance id -> the last request and owner the reference accepted.
@@ -382,7 +403,7 @@ class Generator:
             return req, owner, note
         module = r.choice(self.modules)
         major = 1 if r.random() < 0.85 else 2
-        rollout = "" if r.random() < 0.5 else r.choice(self.rollouts)
+        rollout = "" if r.random() < 1 - self.rollout_share else r.choice(self.rollouts)
         if kind < 0.35 and self.known:
             # A replica of a known registration's generation.
             old, _ = self.known[r.choice(sorted(self.known))]
@@ -430,7 +451,7 @@ class Generator:
             h.now -= r.choice([0.125, 5.0, 25.0])
         pick = r.random()
         if pick < 0.30:
-            if r.random() < 0.25:
+            if r.random() < self.bad_share:
                 req, owner, note = self.bad_register()
             else:
                 req, owner, note = self.valid_register()
@@ -1015,6 +1036,35 @@ async def fixed_scenarios(out: list[str]) -> None:
     s.h.finish()
 
 
+async def difference_scenarios(out: list[str]) -> None:
+    """One short sequence per DIFFERENCES entry the rules can show, each
+    operation that differs marked with its entry (the test checks that these
+    differ, and only in the way described)."""
+    # -0.0: the same answer, but Python's bytes carry the field.
+    h = Harness("differences:negative-zero", 0.0, out)
+    req = reg("z", "z1")
+    req.descriptor.jobs.append(_job(timeout_seconds=-0.0))
+    await h.call("register", req, "o", difference="negative-zero-timeout")
+    await h.call("get_module", pb.GetModuleRequest(module_id="z", contract_major=1), difference="negative-zero-timeout")
+    h.finish(difference="negative-zero-timeout")
+
+    # Unknown fields: kept, stored and compared by Python only.
+    h = Harness("differences:unknown-fields", 0.0, out)
+    newer = reg("u", "u1")
+    newer.descriptor.MergeFromString(bytes([0x98, 0x06, 0x01]))  # field 99 = 1
+    await h.call("register", newer, "o", difference="unknown-fields")
+    await h.call("register", reg("u", "u1"), "o", difference="unknown-fields")
+    h.finish(difference="unknown-fields")
+
+    # JSON nested near Python's recursion limit.
+    h = Harness("differences:json-depth", 0.0, out)
+    for depth in (995, 1001):
+        deep = reg("j", f"j{depth}")
+        deep.descriptor.jobs.append(_job(input_schema='{"a": ' + "[" * depth + "]" * depth + "}"))
+        await h.call("register", deep, "o", difference="json-nesting-at-python-recursion-limit")
+    h.finish(difference="json-nesting-at-python-recursion-limit")
+
+
 async def main_async(args: argparse.Namespace) -> None:
     out: list[str] = []
     codes: dict[str, int] = {}
@@ -1025,6 +1075,10 @@ async def main_async(args: argparse.Namespace) -> None:
 
     if args.fixed:
         await fixed_scenarios(out)
+        flush()
+        return
+    if args.differences:
+        await difference_scenarios(out)
         flush()
         return
     indices = [args.only] if args.only is not None else range(args.sequences)
@@ -1043,6 +1097,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sequences", type=int, default=100)
     parser.add_argument("--fixed", action="store_true")
+    parser.add_argument("--differences", action="store_true", help="show each deliberate difference")
     parser.add_argument("--only", type=int, help="only sequence ONLY of the seed (to reproduce one)")
     asyncio.run(main_async(parser.parse_args()))
 

@@ -410,3 +410,77 @@ fn the_comparison_reports_one_changed_answer_with_its_place() {
     let fewer: String = ours.lines().skip(1).map(|l| format!("{l}\n")).collect();
     assert!(!compare("test", &input, &fewer).mismatches.is_empty());
 }
+
+#[test]
+fn the_named_differences_show_exactly_where_and_as_described() {
+    // reference.py --differences shows each entry of DIFFERENCES that the
+    // rules can show, marking the operations that must differ. Those must
+    // differ (else the entry is stale) and everything else must match; for
+    // the byte-level entries, answers where both sides succeed must still
+    // decode to equal values.
+    let input = reference(&["--differences".to_owned()]);
+    let ours = replay(&input);
+    let mut shown = std::collections::BTreeSet::new();
+    let mut ops = 0;
+    for (theirs, mine) in input.lines().zip(ours.lines()) {
+        let theirs: Value = serde_json::from_str(theirs).unwrap();
+        let mine: Value = serde_json::from_str(mine).unwrap();
+        assert_eq!(theirs["seq"], mine["seq"]);
+        assert_eq!(theirs["i"], mine["i"]);
+        ops += 1;
+        let (want, have) = (&theirs["expect"], &mine["result"]);
+        let Some(difference) = theirs["difference"].as_str() else {
+            assert_eq!(want, have, "an unmarked operation differs: {theirs}");
+            continue;
+        };
+        shown.insert(difference.to_owned());
+        assert_ne!(want, have, "{difference} no longer differs: {theirs}");
+        let op = theirs["op"].as_str().unwrap();
+        let field = if op == "snapshot" {
+            "snapshot"
+        } else {
+            "response"
+        };
+        // These two differ in bytes only: the same answer, encoded apart.
+        let bytes_only = ["negative-zero-timeout", "unknown-fields"].contains(&difference);
+        if let (true, Some(w), Some(h)) = (bytes_only, want[field].as_str(), have[field].as_str()) {
+            let (w, h) = (hex::decode(w).unwrap(), hex::decode(h).unwrap());
+            let equal = match op {
+                "snapshot" => {
+                    pb::RegistryState::decode(w.as_slice()).unwrap()
+                        == pb::RegistryState::decode(h.as_slice()).unwrap()
+                }
+                "register" => {
+                    pb::RegisterResponse::decode(w.as_slice()).unwrap()
+                        == pb::RegisterResponse::decode(h.as_slice()).unwrap()
+                }
+                "get_module" => {
+                    pb::GetModuleResponse::decode(w.as_slice()).unwrap()
+                        == pb::GetModuleResponse::decode(h.as_slice()).unwrap()
+                }
+                other => panic!("no decoder for {other}"),
+            };
+            assert!(
+                equal,
+                "{difference}: the answers differ beyond bytes: {theirs}"
+            );
+        }
+    }
+    assert_eq!(ops, ours.lines().count());
+    // Every entry of DIFFERENCES but the harness-only one is shown.
+    let listed = Command::new(python())
+        .arg("-c")
+        .arg("import json, sys; sys.path.insert(0, sys.argv[1]); import reference; print(json.dumps(sorted(reference.DIFFERENCES)))")
+        .arg(workspace_root().join("tests/differential"))
+        .output()
+        .unwrap();
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let mut listed: std::collections::BTreeSet<String> =
+        serde_json::from_slice(&listed.stdout).unwrap();
+    assert!(listed.remove("clock-off-grid"));
+    assert_eq!(shown, listed);
+}
