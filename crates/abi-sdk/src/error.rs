@@ -1,0 +1,284 @@
+//! Errors: one generic [`Error<K>`] carrying a small kind enum per operation.
+//!
+//! Callers branch on [`Error::kind`], never on the message. The wire code the
+//! service sent (when there was one) stays available through [`Error::code`]
+//! for logs, including codes this SDK does not know yet.
+
+use std::fmt;
+
+/// The boxed error a module's own code returns from hooks and hosts.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// An error of kind `K`, with a short message and an optional cause.
+pub struct Error<K> {
+    kind: K,
+    message: String,
+    code: Option<String>,
+    source: Option<BoxError>,
+}
+
+impl<K: Copy> Error<K> {
+    /// A new error of `kind` with a human-readable `message`.
+    pub fn new(kind: K, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            code: None,
+            source: None,
+        }
+    }
+
+    /// Attaches the error that caused this one.
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Records the wire code the service answered with.
+    #[must_use]
+    pub(crate) fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.code = Some(code.into());
+        self
+    }
+
+    /// What went wrong, to branch on.
+    pub fn kind(&self) -> K {
+        self.kind
+    }
+
+    /// The wire code (`"LEASE_EXPIRED"`, ...) when a service sent one.
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+
+    /// The human-readable message (for logs, never for branching).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl<K: fmt::Debug> fmt::Debug for Error<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.kind)
+            .field("code", &self.code)
+            .field("message", &self.message)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl<K: fmt::Display> fmt::Display for Error<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.code {
+            Some(code) => write!(f, "{} ({code}): {}", self.kind, self.message),
+            None => write!(f, "{}: {}", self.kind, self.message),
+        }
+    }
+}
+
+impl<K: fmt::Debug + fmt::Display> std::error::Error for Error<K> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Implements `Display` for a kind enum from a table of descriptions.
+macro_rules! kind_display {
+    ($kind:ty { $($variant:ident => $text:literal),* $(,)? }) => {
+        impl ::std::fmt::Display for $kind {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(match self { $(Self::$variant => $text),* })
+            }
+        }
+    };
+}
+pub(crate) use kind_display;
+
+/// Why a discovery call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CallErrorKind {
+    /// No instance of the module is registered (`MODULE_NOT_FOUND`).
+    ModuleNotFound,
+    /// Instances exist, none at the requested contract major (`INCOMPATIBLE_MODULE`).
+    IncompatibleModule,
+    /// Instances exist, none is READY (`MODULE_UNAVAILABLE`).
+    ModuleUnavailable,
+    /// The module did not declare this dependency; nothing was sent.
+    NotDeclared,
+    /// No agent of that name on a ready instance (`AGENT_NOT_FOUND`).
+    AgentNotFound,
+    /// No model of that name on a ready instance (`MODEL_NOT_FOUND`).
+    ModelNotFound,
+    /// No job of that name on a ready instance (`JOB_NOT_FOUND`).
+    JobNotFound,
+    /// No app of that name on a ready instance (`APP_NOT_FOUND`).
+    AppNotFound,
+    /// No registration with that instance id (`INSTANCE_NOT_FOUND`).
+    InstanceNotFound,
+    /// The registration is gone; register again (`LEASE_EXPIRED`).
+    LeaseExpired,
+    /// The token is missing or invalid (`UNAUTHENTICATED`).
+    Unauthenticated,
+    /// The identity may not do this (`PERMISSION_DENIED`).
+    PermissionDenied,
+    /// The request was refused as malformed (`INVALID_ARGUMENT`).
+    InvalidArgument,
+    /// A registration cannot change its identity (`DESCRIPTOR_CONFLICT`).
+    DescriptorConflict,
+    /// The declared dependencies form a cycle (`DEPENDENCY_CYCLE`).
+    DependencyCycle,
+    /// The registry holds as much as it may (`REGISTRY_FULL`).
+    RegistryFull,
+    /// Too many concurrent writes; retry (`REGISTRY_BUSY`).
+    RegistryBusy,
+    /// The registry could not be reached or written (`UNAVAILABLE`).
+    Unavailable,
+    /// The service failed (`INTERNAL`).
+    Internal,
+    /// The service is out of capacity (`RESOURCE_EXHAUSTED`).
+    ResourceExhausted,
+    /// The request or reply is above the size limit (`PAYLOAD_TOO_LARGE`).
+    PayloadTooLarge,
+    /// Nobody serves the subject (no discovery service running).
+    NoResponders,
+    /// The NATS connection failed.
+    Transport,
+    /// The reply could not be decoded.
+    Decode,
+    /// No reply before the deadline. The remote mutation may still have happened.
+    TimedOut,
+    /// A token could not be signed.
+    Token,
+    /// A code this SDK does not know (see [`Error::code`]).
+    Other,
+}
+
+kind_display!(CallErrorKind {
+    ModuleNotFound => "module not found",
+    IncompatibleModule => "incompatible module",
+    ModuleUnavailable => "module unavailable",
+    NotDeclared => "module dependency not declared",
+    AgentNotFound => "agent not found",
+    ModelNotFound => "model not found",
+    JobNotFound => "job not found",
+    AppNotFound => "app not found",
+    InstanceNotFound => "instance not found",
+    LeaseExpired => "lease expired",
+    Unauthenticated => "unauthenticated",
+    PermissionDenied => "permission denied",
+    InvalidArgument => "invalid argument",
+    DescriptorConflict => "descriptor conflict",
+    DependencyCycle => "dependency cycle",
+    RegistryFull => "registry full",
+    RegistryBusy => "registry busy",
+    Unavailable => "unavailable",
+    Internal => "internal error",
+    ResourceExhausted => "resource exhausted",
+    PayloadTooLarge => "payload too large",
+    NoResponders => "no responders",
+    Transport => "transport error",
+    Decode => "malformed reply",
+    TimedOut => "timed out",
+    Token => "token error",
+    Other => "call failed",
+});
+
+impl CallErrorKind {
+    /// The kind for a wire code, [`CallErrorKind::Other`] when unknown.
+    pub fn from_code(code: &str) -> Self {
+        match code {
+            "MODULE_NOT_FOUND" => Self::ModuleNotFound,
+            "INCOMPATIBLE_MODULE" => Self::IncompatibleModule,
+            "MODULE_UNAVAILABLE" => Self::ModuleUnavailable,
+            "AGENT_NOT_FOUND" => Self::AgentNotFound,
+            "MODEL_NOT_FOUND" => Self::ModelNotFound,
+            "JOB_NOT_FOUND" => Self::JobNotFound,
+            "APP_NOT_FOUND" => Self::AppNotFound,
+            "INSTANCE_NOT_FOUND" => Self::InstanceNotFound,
+            "LEASE_EXPIRED" => Self::LeaseExpired,
+            "UNAUTHENTICATED" => Self::Unauthenticated,
+            "PERMISSION_DENIED" => Self::PermissionDenied,
+            "INVALID_ARGUMENT" => Self::InvalidArgument,
+            "DESCRIPTOR_CONFLICT" => Self::DescriptorConflict,
+            "DEPENDENCY_CYCLE" => Self::DependencyCycle,
+            "REGISTRY_FULL" => Self::RegistryFull,
+            "REGISTRY_BUSY" => Self::RegistryBusy,
+            "UNAVAILABLE" => Self::Unavailable,
+            "INTERNAL" => Self::Internal,
+            "RESOURCE_EXHAUSTED" => Self::ResourceExhausted,
+            "PAYLOAD_TOO_LARGE" => Self::PayloadTooLarge,
+            _ => Self::Other,
+        }
+    }
+
+    /// Whether repeating the same call later may succeed.
+    ///
+    /// These are the failures a lease session rides out with backoff; every
+    /// other kind needs a change on the caller's side first.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable
+                | Self::RegistryBusy
+                | Self::Internal
+                | Self::ResourceExhausted
+                | Self::NoResponders
+                | Self::Transport
+                | Self::TimedOut
+        )
+    }
+}
+
+/// A failed discovery call (lookups, registration, eviction).
+pub type CallError = Error<CallErrorKind>;
+
+impl CallError {
+    /// Whether repeating the same call later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.kind.is_retryable()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_codes_map_to_kinds_and_unknown_codes_stay_readable() {
+        assert_eq!(
+            CallErrorKind::from_code("MODULE_UNAVAILABLE"),
+            CallErrorKind::ModuleUnavailable
+        );
+        let err = CallError::new(CallErrorKind::from_code("SOMETHING_NEW"), "x")
+            .with_code("SOMETHING_NEW");
+        assert_eq!(err.kind(), CallErrorKind::Other);
+        assert_eq!(err.code(), Some("SOMETHING_NEW"));
+        assert!(err.to_string().contains("SOMETHING_NEW"));
+    }
+
+    #[test]
+    fn only_transient_failures_are_retryable() {
+        for kind in [
+            CallErrorKind::Unavailable,
+            CallErrorKind::RegistryBusy,
+            CallErrorKind::Internal,
+            CallErrorKind::ResourceExhausted,
+            CallErrorKind::TimedOut,
+        ] {
+            assert!(kind.is_retryable(), "{kind:?}");
+        }
+        for kind in [
+            CallErrorKind::LeaseExpired,
+            CallErrorKind::PermissionDenied,
+            CallErrorKind::ModuleNotFound,
+            CallErrorKind::DescriptorConflict,
+        ] {
+            assert!(!kind.is_retryable(), "{kind:?}");
+        }
+    }
+}

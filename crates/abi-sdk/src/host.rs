@@ -1,0 +1,44 @@
+//! [`Host`]: something a module serves (jobs, agents, apps), started and
+//! drained by the runner in the reference's order.
+//!
+//! The runner knows two kinds: plain hosts start right after `on_initialized`,
+//! before the instance reports itself initialized; job hosts
+//! ([`crate::Runner::job_host`]) are gated in a rollout: they only
+//! [`Host::prepare`] before the instance serves and [`Host::start`] once
+//! discovery reports READY or DEGRADED, never if a drain was requested first,
+//! because schedules and consumers are module-wide and belong to the serving
+//! generation. Without a rollout id job hosts start before readiness too.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use crate::error::BoxError;
+
+/// A service the module hosts. Every method has a no-op default.
+pub trait Host: Send + Sync + 'static {
+    /// A short name for logs.
+    fn name(&self) -> &str;
+
+    /// Creates what must exist before the instance can serve, and nothing
+    /// else (a job host creates its consumers here so no trigger is lost).
+    fn prepare(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Starts taking work.
+    fn start(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Stops taking new work and waits up to `timeout` for work already started.
+    fn drain(&self, timeout: Duration) -> BoxFuture<'_, Result<(), BoxError>> {
+        let _ = timeout;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Releases everything; called once, whether or not it started.
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}

@@ -1,0 +1,564 @@
+//! The runner: owns the connection and calls a module's hooks in the
+//! reference's order.
+//!
+//! ```text
+//! on_load -> register STARTING (+ renewals) -> every dependency READY
+//!   -> on_initialized -> start hosts (job hosts: prepare only in a rollout)
+//!   -> report initialized -> health probe -> run
+//! stop (SIGTERM/SIGINT, or discovery says DRAINING):
+//!   report draining -> drain hosts + wait for work guards (drain timeout)
+//!   -> close hosts -> on_unloaded -> unregister
+//! ```
+//!
+//! A draining instance stays registered (DRAINING) until it unregisters as
+//! the very last step, so others see it leave only once its work is done.
+
+mod gate;
+mod module;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+pub use module::{Context, HookResult, Module, ModuleSpec, WorkGuard};
+
+use crate::client::DiscoveryClient;
+use crate::config::{Config, ConfigError, ConfigErrorKind};
+use crate::error::{BoxError, Error, kind_display};
+use crate::health::HealthServer;
+use crate::host::Host;
+use crate::proxy::Modules;
+use crate::session::{Rollout, Session, SessionError};
+use crate::shutdown;
+use crate::status::Status;
+use crate::watch::{RegistryWatch, WatchOptions};
+
+/// The inbox prefix module connections use, as the reference's modules do
+/// (the broker may forbid modules the default `_INBOX.>`).
+pub const MODULE_INBOX_PREFIX: &str = "_INBOX_MODULES";
+
+/// Why a module stopped with an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RunErrorKind {
+    /// The configuration was refused (see the source [`ConfigError`]).
+    Config,
+    /// NATS could not be reached.
+    Connect,
+    /// `on_load` failed.
+    Load,
+    /// Registering with discovery failed.
+    Register,
+    /// A dependency had no READY instance within the startup timeout.
+    DependencyTimeout,
+    /// Looking up a dependency failed in a way waiting cannot fix.
+    Dependency,
+    /// `on_initialized` failed.
+    Initialized,
+    /// A host failed to prepare or start.
+    Host,
+    /// The health probe could not listen.
+    Health,
+    /// The lease was lost for good (see the source [`SessionError`]).
+    Session,
+    /// `run` failed.
+    Run,
+    /// `on_unloaded` failed.
+    Unloaded,
+    /// NATS did not answer before the deadline.
+    TimedOut,
+}
+
+kind_display!(RunErrorKind {
+    Config => "invalid configuration",
+    Connect => "cannot connect to NATS",
+    Load => "on_load failed",
+    Register => "registration failed",
+    DependencyTimeout => "dependencies not ready in time",
+    Dependency => "dependency lookup failed",
+    Initialized => "on_initialized failed",
+    Host => "host failed",
+    Health => "health probe failed",
+    Session => "discovery session failed",
+    Run => "run failed",
+    Unloaded => "on_unloaded failed",
+    TimedOut => "timed out",
+});
+
+/// A module that stopped with an error.
+pub type RunError = Error<RunErrorKind>;
+
+impl From<ConfigError> for RunError {
+    fn from(err: ConfigError) -> Self {
+        let message = err.to_string();
+        RunError::new(RunErrorKind::Config, message).with_source(err)
+    }
+}
+
+impl From<SessionError> for RunError {
+    fn from(err: SessionError) -> Self {
+        let message = err.to_string();
+        RunError::new(RunErrorKind::Session, message).with_source(err)
+    }
+}
+
+/// Runs a module: `Runner::new(spec).run(module).await`.
+#[must_use = "a runner does nothing until `run`"]
+pub struct Runner {
+    spec: ModuleSpec,
+    config: Option<Config>,
+    hosts: Vec<Arc<dyn Host>>,
+    job_hosts: Vec<Arc<dyn Host>>,
+    stop: Option<CancellationToken>,
+    signals: bool,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("spec", &self.spec)
+            .field("config", &self.config)
+            .field(
+                "hosts",
+                &self
+                    .hosts
+                    .iter()
+                    .map(|h| h.name().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .field(
+                "job_hosts",
+                &self
+                    .job_hosts
+                    .iter()
+                    .map(|h| h.name().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .field("signals", &self.signals)
+            .finish()
+    }
+}
+
+impl Runner {
+    /// A runner for the module `spec` declares.
+    pub fn new(spec: ModuleSpec) -> Self {
+        Self {
+            spec,
+            config: None,
+            hosts: Vec::new(),
+            job_hosts: Vec::new(),
+            stop: None,
+            signals: true,
+        }
+    }
+
+    /// The configuration (default: [`Config::from_env`] when the module runs).
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Adds a host started right after `on_initialized` (default none).
+    pub fn host(mut self, host: Arc<dyn Host>) -> Self {
+        self.hosts.push(host);
+        self
+    }
+
+    /// Adds a job host: in a rollout it only prepares until the instance
+    /// serves (default none).
+    pub fn job_host(mut self, host: Arc<dyn Host>) -> Self {
+        self.job_hosts.push(host);
+        self
+    }
+
+    /// Stops the module (drains it) when `token` is cancelled, besides the
+    /// signals (default: signals only).
+    pub fn stop_on(mut self, token: CancellationToken) -> Self {
+        self.stop = Some(token);
+        self
+    }
+
+    /// Whether SIGTERM and SIGINT drain the module (default true).
+    pub fn handle_signals(mut self, enabled: bool) -> Self {
+        self.signals = enabled;
+        self
+    }
+
+    /// Runs `module` until it stops.
+    ///
+    /// Returns `Ok` after a clean drain (stop signal) or when `run` returned `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// A [`RunError`] whose kind says which step failed.
+    pub async fn run<M: Module>(self, module: M) -> Result<(), RunError> {
+        let Runner {
+            spec,
+            config,
+            hosts,
+            job_hosts,
+            stop,
+            signals,
+        } = self;
+        let mut config = match config {
+            Some(config) => config,
+            None => Config::from_env(spec.module_id())?,
+        };
+        if let Some(discovery) = config.discovery.as_mut() {
+            discovery.fill_rollout(&|key| std::env::var(key).ok());
+            discovery.validate()?;
+        }
+        if !spec.descriptor.dependencies.is_empty() && config.discovery.is_none() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::DependenciesWithoutDiscovery,
+                "this module declares module dependencies: configure discovery (ABI_PROJECT)",
+            )
+            .into());
+        }
+        let token = config.token.take();
+        if config.discovery.is_some() && token.is_none() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::MissingToken,
+                format!(
+                    "set ABI_MODULE_KEY to the module key of {:?}, or ABI_SERVICE_TOKEN",
+                    spec.module_id()
+                ),
+            )
+            .into());
+        }
+        let stop = stop.unwrap_or_default();
+        let signal_task = signals.then(|| shutdown::on_signal(stop.clone()));
+        let parts = Parts {
+            spec: &spec,
+            config: &config,
+            token,
+            hosts: &hosts,
+            job_hosts: &job_hosts,
+            stop,
+        };
+        let result = run_module_inner(&module, parts).await;
+        if let Some(task) = signal_task {
+            task.abort();
+        }
+        match &result {
+            Ok(()) => info!(module_id = %spec.module_id(), "module stopped"),
+            Err(err) => error!(module_id = %spec.module_id(), error = %err, "module failed"),
+        }
+        result
+    }
+}
+
+/// Runs `module` with the configuration from the environment.
+///
+/// # Errors
+///
+/// As [`Runner::run`].
+pub async fn run_module<M: Module>(spec: ModuleSpec, module: M) -> Result<(), RunError> {
+    Runner::new(spec).run(module).await
+}
+
+struct Parts<'a> {
+    spec: &'a ModuleSpec,
+    config: &'a Config,
+    token: Option<crate::token::TokenSource>,
+    hosts: &'a [Arc<dyn Host>],
+    job_hosts: &'a [Arc<dyn Host>],
+    stop: CancellationToken,
+}
+
+/// How the serving phase ended.
+enum Ended {
+    Run(Result<(), BoxError>),
+    Stop,
+    Session(SessionError),
+    Gate(RunError),
+}
+
+fn hook_error(kind: RunErrorKind, hook: &str) -> impl FnOnce(BoxError) -> RunError + '_ {
+    move |err| RunError::new(kind, format!("{hook} failed: {err}")).with_source(err)
+}
+
+/// Awaits `fut` unless `stop` fires first (`None`).
+async fn until<T>(stop: &CancellationToken, fut: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => None,
+        value = fut => Some(value),
+    }
+}
+
+async fn connect(config: &Config, module_id: &str) -> Result<async_nats::Client, RunError> {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
+    let options = async_nats::ConnectOptions::new()
+        .name(format!("{module_id}@{host}"))
+        .custom_inbox_prefix(MODULE_INBOX_PREFIX)
+        .connection_timeout(config.request_timeout)
+        .request_timeout(Some(config.request_timeout));
+    match tokio::time::timeout(
+        config.request_timeout,
+        options.connect(config.nats_url.as_str()),
+    )
+    .await
+    {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(err)) => Err(RunError::new(
+            RunErrorKind::Connect,
+            format!("cannot connect to {}", config.nats_url),
+        )
+        .with_source(err)),
+        Err(_) => Err(RunError::new(
+            RunErrorKind::TimedOut,
+            format!("no NATS connection to {} in time", config.nats_url),
+        )),
+    }
+}
+
+async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(), RunError> {
+    let Parts {
+        spec,
+        config,
+        token,
+        hosts,
+        job_hosts,
+        stop,
+    } = parts;
+    let nats = connect(config, spec.module_id()).await?;
+    let discovery = config.discovery.clone();
+    let client = match (&discovery, token) {
+        (Some(d), Some(token)) => Some(DiscoveryClient::with_shared_token(
+            nats.clone(),
+            d.project.clone(),
+            Arc::new(token),
+            config.request_timeout,
+        )),
+        _ => None,
+    };
+    let dependencies: Vec<(String, u32)> = spec
+        .descriptor
+        .dependencies
+        .iter()
+        .map(|d| (d.module_id.clone(), d.contract_major))
+        .collect();
+    let cx = Context::new(
+        spec.module_id().to_owned(),
+        nats.clone(),
+        client.clone(),
+        Modules::new(client.clone(), dependencies.clone()),
+        stop.clone(),
+    );
+    let rollout = discovery
+        .as_ref()
+        .map(|d| Rollout {
+            id: d.rollout_id.clone(),
+            modules: d.rollout_modules.clone(),
+        })
+        .unwrap_or_default();
+    let refresh = discovery
+        .as_ref()
+        .map(|d| d.refresh_interval)
+        .unwrap_or(Duration::from_secs(2));
+    let gated = client.is_some() && !rollout.id.is_empty() && !job_hosts.is_empty();
+    let mut watch: Option<RegistryWatch> = match &client {
+        Some(c) if !dependencies.is_empty() || gated => {
+            Some(c.watch_with(WatchOptions::default().check_interval(refresh)))
+        }
+        _ => None,
+    };
+
+    let mut session: Option<Session> = None;
+    let mut health: Option<HealthServer> = None;
+    let mut reported_draining = false;
+
+    let outcome: Result<(), RunError> = async {
+        // Startup. A stop request between steps ends the module cleanly.
+        module.on_load(&cx).await.map_err(hook_error(RunErrorKind::Load, "on_load"))?;
+        if let (Some(client), Some(d)) = (&client, &discovery) {
+            let started = until(&stop, Session::start(client.clone(), spec.descriptor.clone(), rollout.clone())).await;
+            let Some(started) = started else { return Ok(()) };
+            let started = started.map_err(|e| RunError::new(RunErrorKind::Register, e.to_string()).with_source(e))?;
+            cx.set_session(started.handle());
+            session = Some(started);
+            if !dependencies.is_empty() {
+                let waited = until(
+                    &stop,
+                    tokio::time::timeout(d.startup_timeout, gate::dependencies_ready(cx.modules(), &mut watch, refresh)),
+                )
+                .await;
+                match waited {
+                    None => return Ok(()),
+                    Some(Err(_)) => {
+                        let ids: Vec<_> = dependencies.iter().map(|(id, _)| id.as_str()).collect();
+                        return Err(RunError::new(
+                            RunErrorKind::DependencyTimeout,
+                            format!("required modules did not become ready within {:?}: {ids:?}", d.startup_timeout),
+                        )
+                        .with_code("DEPENDENCY_TIMEOUT"));
+                    }
+                    Some(Ok(Err(err))) => {
+                        return Err(RunError::new(RunErrorKind::Dependency, err.to_string()).with_source(err));
+                    }
+                    Some(Ok(Ok(()))) => {}
+                }
+            }
+        }
+        module
+            .on_initialized(&cx)
+            .await
+            .map_err(hook_error(RunErrorKind::Initialized, "on_initialized"))?;
+        for host in hosts {
+            host.start().await.map_err(host_error(host.as_ref(), "start"))?;
+        }
+        for host in job_hosts {
+            if gated {
+                // Only what must exist before this generation serves.
+                host.prepare().await.map_err(host_error(host.as_ref(), "prepare"))?;
+            } else {
+                host.start().await.map_err(host_error(host.as_ref(), "start"))?;
+            }
+        }
+        if let Some(session) = &session {
+            session.set_initialized();
+            match session.renew().await {
+                Ok(status) => info!(instance_id = %session.instance_id(), status = %status, "module initialized"),
+                // The background renewals report it again and handle lease loss.
+                Err(err) if err.is_retryable() || err.kind() == crate::CallErrorKind::LeaseExpired => {
+                    warn!(error = %err, "could not report initialized yet");
+                }
+                Err(err) => return Err(RunError::new(RunErrorKind::Session, err.to_string()).with_source(err)),
+            }
+        }
+        if let Some(addr) = config.health {
+            let status_cx = cx.clone();
+            let server = HealthServer::start(addr, Arc::new(move || status_cx.status()))
+                .await
+                .map_err(|e| RunError::new(RunErrorKind::Health, format!("cannot listen on {addr}")).with_source(e))?;
+            cx.set_health_addr(server.addr());
+            health = Some(server);
+        }
+        if stop.is_cancelled() {
+            return Ok(());
+        }
+
+        // Serving.
+        let run = module.run(cx.clone());
+        tokio::pin!(run);
+        let handle = session.as_ref().map(|s| s.handle());
+        let drain_requested = handle.as_ref().map(|s| s.drain_requested()).unwrap_or_default();
+        let gate = async {
+            if let (true, Some(handle)) = (gated, &handle) {
+                gate::cutover(handle, &mut watch, refresh).await;
+                info!("rollout cut over; starting job hosts");
+                for host in job_hosts {
+                    host.start().await.map_err(host_error(host.as_ref(), "start"))?;
+                }
+            }
+            std::future::pending::<Result<(), RunError>>().await
+        };
+        tokio::pin!(gate);
+        let ended = tokio::select! {
+            result = &mut run => Ended::Run(result),
+            () = stop.cancelled() => Ended::Stop,
+            () = drain_requested.cancelled() => Ended::Stop,
+            err = session_failed(&mut session) => Ended::Session(err),
+            result = &mut gate => match result {
+                Err(err) => Ended::Gate(err),
+                Ok(()) => Ended::Stop,
+            },
+        };
+        match ended {
+            Ended::Run(Ok(())) => Ok(()),
+            Ended::Run(Err(err)) => Err(hook_error(RunErrorKind::Run, "run")(err)),
+            Ended::Session(err) => Err(err.into()),
+            Ended::Gate(err) => Err(err),
+            Ended::Stop => {
+                // New work is refused from here on.
+                stop.cancel();
+                if let Some(session) = &session {
+                    session.set_draining();
+                    reported_draining = true;
+                    match session.renew().await {
+                        Ok(status) => info!(status = %status, "module draining"),
+                        Err(err) => warn!(error = %err, "could not report draining"),
+                    }
+                }
+                let drain = async {
+                    let waits = hosts.iter().chain(job_hosts).map(|h| async move {
+                        if let Err(err) = h.drain(config.drain_timeout).await {
+                            warn!(host = h.name(), error = %err, "host drain failed");
+                        }
+                    });
+                    join_all(waits).await;
+                    if tokio::time::timeout(config.drain_timeout, cx.work_done()).await.is_err() {
+                        warn!(timeout = ?config.drain_timeout, "work still running at the drain timeout");
+                    }
+                };
+                tokio::pin!(drain);
+                // `run` keeps going while work drains: it may be doing some of it.
+                tokio::select! {
+                    () = &mut drain => {}
+                    result = &mut run => {
+                        if let Err(err) = result {
+                            warn!(error = %err, "run failed while draining");
+                        }
+                        drain.await;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+    .await;
+
+    // Cleanup, whatever happened above.
+    stop.cancel();
+    if let Some(server) = health.take() {
+        server.close().await;
+    }
+    if let Some(session) = &session
+        && !reported_draining
+    {
+        session.set_draining();
+        if let Err(err) = session.renew().await {
+            warn!(error = %err, "could not report draining");
+        }
+    }
+    for host in job_hosts.iter().chain(hosts) {
+        host.close().await;
+    }
+    let unloaded = module
+        .on_unloaded(&cx)
+        .await
+        .map_err(hook_error(RunErrorKind::Unloaded, "on_unloaded"));
+    if let Some(session) = session.take() {
+        session.close().await;
+    }
+    drop(watch);
+    if tokio::time::timeout(config.request_timeout, nats.flush())
+        .await
+        .is_err()
+    {
+        warn!("NATS flush timed out at exit");
+    }
+    debug_assert!(cx.status() != Status::Unknown);
+    outcome.and(unloaded)
+}
+
+fn host_error<'a>(host: &'a dyn Host, step: &'a str) -> impl FnOnce(BoxError) -> RunError + 'a {
+    move |err| {
+        RunError::new(
+            RunErrorKind::Host,
+            format!("host {} failed to {step}: {err}", host.name()),
+        )
+        .with_source(err)
+    }
+}
+
+async fn session_failed(session: &mut Option<Session>) -> SessionError {
+    match session.as_mut() {
+        Some(session) => session.failed().await,
+        None => std::future::pending().await,
+    }
+}

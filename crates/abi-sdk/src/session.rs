@@ -1,0 +1,422 @@
+//! [`Session`]: one registration and the lease that keeps it alive.
+//!
+//! The session registers STARTING with a random instance id and lease token,
+//! then renews on the reference's schedule ([`crate::schedule`]). Each renewal
+//! reports whether the process is initialized or draining; a renewal answered
+//! DRAINING asks the process to drain. After `LEASE_EXPIRED` (the lease passed,
+//! or an admin evicted the instance) the session registers again under the
+//! same instance id with a new lease token, so what the process serves keeps
+//! its address. Transient failures are retried with backoff; any other wire
+//! code ends the session with an error.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use abi_proto::discovery::v1 as pb;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::client::DiscoveryClient;
+use crate::error::{CallError, CallErrorKind, Error, kind_display};
+use crate::ids;
+use crate::schedule;
+use crate::status::Status;
+
+/// The lease assumed before the service grants one (the reference's default).
+const INITIAL_LEASE: Duration = Duration::from_secs(20);
+
+/// Why a session failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SessionErrorKind {
+    /// Registering was refused or failed (see the source [`CallError`]).
+    Register,
+    /// A renewal failed with a code that no retry can fix.
+    Renew,
+    /// The service did not answer before the deadline.
+    TimedOut,
+}
+
+kind_display!(SessionErrorKind {
+    Register => "registration failed",
+    Renew => "lease renewal failed for good",
+    TimedOut => "timed out",
+});
+
+/// A failed session.
+pub type SessionError = Error<SessionErrorKind>;
+
+/// Rollout membership sent at registration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rollout {
+    /// Shared by every process that must cut over together; empty: no rollout.
+    pub id: String,
+    /// The module ids the rollout needs before it replaces the previous one.
+    pub modules: Vec<String>,
+}
+
+/// A live registration. Dropping it stops renewing (the lease then expires);
+/// [`Session::close`] also unregisters.
+#[derive(Debug)]
+pub struct Session {
+    handle: SessionHandle,
+    heartbeat: Option<JoinHandle<SessionError>>,
+}
+
+/// A cheap handle on a session's state, for code that must not own it.
+#[derive(Clone, Debug)]
+pub struct SessionHandle {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    client: DiscoveryClient,
+    descriptor: pb::ModuleDescriptor,
+    rollout: Rollout,
+    instance_id: String,
+    state: Mutex<State>,
+    /// One register or renew at a time, so flags and lease token stay consistent.
+    exchange: tokio::sync::Mutex<()>,
+    drain_requested: CancellationToken,
+    status_tx: watch::Sender<Status>,
+}
+
+#[derive(Debug)]
+struct State {
+    lease_token: String,
+    initialized: bool,
+    draining: bool,
+    lease: Duration,
+    confirmed_until: Option<Instant>,
+    status: Status,
+}
+
+impl Session {
+    /// Registers `descriptor` (STARTING) and starts renewing in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`SessionErrorKind::Register`] (or `TimedOut`) with the call's error as source.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling may leave a registration behind; its lease then expires.
+    pub async fn start(
+        client: DiscoveryClient,
+        descriptor: pb::ModuleDescriptor,
+        rollout: Rollout,
+    ) -> Result<Self, SessionError> {
+        Self::start_with_id(client, descriptor, rollout, ids::uuid4()).await
+    }
+
+    pub(crate) async fn start_with_id(
+        client: DiscoveryClient,
+        descriptor: pb::ModuleDescriptor,
+        rollout: Rollout,
+        instance_id: String,
+    ) -> Result<Self, SessionError> {
+        let (status_tx, _) = watch::channel(Status::Starting);
+        let shared = Arc::new(Shared {
+            client,
+            descriptor,
+            rollout,
+            instance_id,
+            state: Mutex::new(State {
+                lease_token: ids::lease_token(),
+                initialized: false,
+                draining: false,
+                lease: INITIAL_LEASE,
+                confirmed_until: None,
+                status: Status::Starting,
+            }),
+            exchange: tokio::sync::Mutex::new(()),
+            drain_requested: CancellationToken::new(),
+            status_tx,
+        });
+        {
+            let _exchange = shared.exchange.lock().await;
+            shared.register().await.map_err(|e| {
+                let kind = if e.kind() == CallErrorKind::TimedOut {
+                    SessionErrorKind::TimedOut
+                } else {
+                    SessionErrorKind::Register
+                };
+                SessionError::new(kind, "could not register with discovery").with_source(e)
+            })?;
+        }
+        info!(instance_id = %shared.instance_id, module_id = %shared.descriptor.module_id, "registered with discovery");
+        let heartbeat = tokio::spawn(heartbeat(shared.clone()));
+        Ok(Self {
+            handle: SessionHandle { shared },
+            heartbeat: Some(heartbeat),
+        })
+    }
+
+    /// A handle sharing this session's state.
+    pub fn handle(&self) -> SessionHandle {
+        self.handle.clone()
+    }
+
+    /// Waits until the background renewals end for good and returns why.
+    /// Pending forever while they run.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn failed(&mut self) -> SessionError {
+        match self.heartbeat.as_mut() {
+            Some(task) => {
+                let result = task.await;
+                self.heartbeat = None;
+                match result {
+                    Ok(err) => err,
+                    Err(join) => SessionError::new(SessionErrorKind::Renew, "renewal task stopped")
+                        .with_source(join),
+                }
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Stops renewing and unregisters, best effort: on failure the lease expires.
+    pub async fn close(mut self) {
+        if let Some(task) = self.heartbeat.take() {
+            task.abort();
+            let _ = task.await;
+        }
+        let shared = &self.handle.shared;
+        let lease_token = {
+            let mut state = shared.state();
+            state.status = Status::Stopped;
+            state.confirmed_until = None;
+            state.lease_token.clone()
+        };
+        shared.status_tx.send_replace(Status::Stopped);
+        let request = pb::UnregisterRequest {
+            instance_id: shared.instance_id.clone(),
+            lease_token,
+            ..Default::default()
+        };
+        match shared.client.call(&request).await {
+            Ok(_) => info!(instance_id = %shared.instance_id, "unregistered from discovery"),
+            Err(err) => {
+                warn!(instance_id = %shared.instance_id, error = %err, "unregister failed; the lease will expire")
+            }
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(task) = self.heartbeat.take() {
+            task.abort();
+        }
+    }
+}
+
+impl std::ops::Deref for Session {
+    type Target = SessionHandle;
+
+    fn deref(&self) -> &SessionHandle {
+        &self.handle
+    }
+}
+
+impl SessionHandle {
+    /// This process's instance id (kept across re-registrations).
+    pub fn instance_id(&self) -> &str {
+        &self.shared.instance_id
+    }
+
+    /// The module id registered.
+    pub fn module_id(&self) -> &str {
+        &self.shared.descriptor.module_id
+    }
+
+    /// The rollout this instance belongs to.
+    pub fn rollout(&self) -> &Rollout {
+        &self.shared.rollout
+    }
+
+    /// The last status discovery confirmed, or [`Status::Unavailable`] once
+    /// the confirmed lease passed or the last renewal failed.
+    pub fn current_status(&self) -> Status {
+        let state = self.shared.state();
+        match state.confirmed_until {
+            Some(until) if Instant::now() < until => state.status,
+            _ if state.status == Status::Stopped => Status::Stopped,
+            _ => Status::Unavailable,
+        }
+    }
+
+    /// Follows the status after each registration or renewal.
+    pub fn status_changes(&self) -> watch::Receiver<Status> {
+        self.shared.status_tx.subscribe()
+    }
+
+    /// Cancelled once discovery answered DRAINING (a newer generation took
+    /// over) or the process asked to drain itself.
+    pub fn drain_requested(&self) -> CancellationToken {
+        self.shared.drain_requested.clone()
+    }
+
+    /// Reports the instance initialized from the next renewal on.
+    pub fn set_initialized(&self) {
+        self.shared.state().initialized = true;
+    }
+
+    /// Reports the instance draining from the next renewal on. Draining is
+    /// one way: it is never reported off again.
+    pub fn set_draining(&self) {
+        self.shared.state().draining = true;
+    }
+
+    /// Renews now (also reporting the flags) and returns the new status.
+    ///
+    /// # Errors
+    ///
+    /// The call's error; `LEASE_EXPIRED` is not handled here (the background
+    /// renewals register again).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling may leave the renewal applied without its status recorded.
+    pub async fn renew(&self) -> Result<Status, CallError> {
+        let _exchange = self.shared.exchange.lock().await;
+        self.shared.renew().await
+    }
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock means a panic elsewhere while updating plain fields;
+        // they are still consistent enough to read and overwrite.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn confirm(
+        &self,
+        started: Instant,
+        lease_seconds: f64,
+        instance: Option<&pb::Instance>,
+    ) -> Status {
+        let lease = Duration::try_from_secs_f64(lease_seconds.max(0.0)).unwrap_or(INITIAL_LEASE);
+        let status = instance
+            .map(|i| Status::parse(&i.status))
+            .unwrap_or(Status::Unknown);
+        {
+            let mut state = self.state();
+            state.lease = lease;
+            state.confirmed_until = Some(started + lease);
+            state.status = status;
+            if status == Status::Draining {
+                state.draining = true;
+            }
+        }
+        if status == Status::Draining {
+            self.drain_requested.cancel();
+        }
+        self.status_tx.send_replace(status);
+        status
+    }
+
+    fn mark_unavailable(&self) {
+        let changed = {
+            let mut state = self.state();
+            let changed = state.status != Status::Unavailable;
+            state.status = Status::Unavailable;
+            changed
+        };
+        if changed {
+            self.status_tx.send_replace(Status::Unavailable);
+        }
+    }
+
+    /// Registers under the current lease token. Callers hold `exchange`.
+    async fn register(&self) -> Result<Status, CallError> {
+        let lease_token = self.state().lease_token.clone();
+        let started = Instant::now();
+        let reply = self
+            .client
+            .call(&pb::RegisterRequest {
+                descriptor: Some(self.descriptor.clone()),
+                instance_id: self.instance_id.clone(),
+                lease_token,
+                rollout_id: self.rollout.id.clone(),
+                rollout_modules: self.rollout.modules.clone(),
+                ..Default::default()
+            })
+            .await?;
+        Ok(self.confirm(started, reply.lease_seconds, reply.instance.as_ref()))
+    }
+
+    /// Renews, reporting the flags. Callers hold `exchange`.
+    async fn renew(&self) -> Result<Status, CallError> {
+        let request = {
+            let state = self.state();
+            pb::RenewRequest {
+                instance_id: self.instance_id.clone(),
+                lease_token: state.lease_token.clone(),
+                initialized: state.initialized,
+                draining: state.draining,
+                ..Default::default()
+            }
+        };
+        let started = Instant::now();
+        let reply = self.client.call(&request).await?;
+        Ok(self.confirm(started, reply.lease_seconds, reply.instance.as_ref()))
+    }
+
+    /// One renewal; after `LEASE_EXPIRED`, a fresh lease under the same id.
+    async fn renew_or_register(&self) -> Result<Status, CallError> {
+        let _exchange = self.exchange.lock().await;
+        match self.renew().await {
+            Err(err) if err.kind() == CallErrorKind::LeaseExpired => {
+                self.mark_unavailable();
+                warn!(instance_id = %self.instance_id, "lease lost; registering again under the same instance id");
+                self.state().lease_token = ids::lease_token();
+                let status = self.register().await?;
+                info!(instance_id = %self.instance_id, status = %status, "registered again");
+                Ok(status)
+            }
+            other => other,
+        }
+    }
+
+    fn next_delay(&self, failures: u32) -> Duration {
+        let state = self.state();
+        let remaining = state
+            .confirmed_until
+            .map(|u| u.saturating_duration_since(Instant::now()));
+        schedule::renew_delay(state.lease, failures, remaining, schedule::jitter())
+    }
+}
+
+/// Renews until a failure no retry can fix, and returns it.
+async fn heartbeat(shared: Arc<Shared>) -> SessionError {
+    let mut failures = 0u32;
+    loop {
+        tokio::time::sleep(shared.next_delay(failures)).await;
+        match shared.renew_or_register().await {
+            Ok(_) => failures = 0,
+            Err(err) if err.is_retryable() || err.kind() == CallErrorKind::LeaseExpired => {
+                shared.mark_unavailable();
+                failures = failures.saturating_add(1);
+                warn!(instance_id = %shared.instance_id, error = %err, failures, "lease renewal will retry");
+            }
+            Err(err) => {
+                shared.mark_unavailable();
+                error!(instance_id = %shared.instance_id, error = %err, "lease renewal cannot recover");
+                return SessionError::new(
+                    SessionErrorKind::Renew,
+                    "discovery refused the lease renewal",
+                )
+                .with_source(err);
+            }
+        }
+    }
+}

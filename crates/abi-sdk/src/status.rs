@@ -1,0 +1,95 @@
+//! Instance statuses as discovery computes them, plus the SDK's own views.
+
+use std::fmt;
+
+/// The status of a module instance.
+///
+/// The first five come from the service; [`Status::Unavailable`],
+/// [`Status::Stopped`] and [`Status::Disabled`] are what a process says of
+/// itself when its lease is not confirmed, after it closed, or when it runs
+/// without discovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Status {
+    /// Registered, not yet initialized.
+    Starting,
+    /// Initialized, but another generation serves this module (a rollout).
+    Staged,
+    /// Initialized, serving, but a dependency is not READY.
+    Degraded,
+    /// Initialized, serving, every dependency READY.
+    Ready,
+    /// Finishing its work before it leaves.
+    Draining,
+    /// The lease is not confirmed (expired, or the last renewal failed).
+    Unavailable,
+    /// The session closed.
+    Stopped,
+    /// Running without discovery.
+    Disabled,
+    /// A status string this SDK does not know.
+    Unknown,
+}
+
+impl Status {
+    /// Parses a wire status ("READY", ...).
+    pub fn parse(value: &str) -> Self {
+        match value {
+            "STARTING" => Self::Starting,
+            "STAGED" => Self::Staged,
+            "DEGRADED" => Self::Degraded,
+            "READY" => Self::Ready,
+            "DRAINING" => Self::Draining,
+            "UNAVAILABLE" => Self::Unavailable,
+            "STOPPED" => Self::Stopped,
+            "DISABLED" => Self::Disabled,
+            _ => Self::Unknown,
+        }
+    }
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "STARTING",
+            Self::Staged => "STAGED",
+            Self::Degraded => "DEGRADED",
+            Self::Ready => "READY",
+            Self::Draining => "DRAINING",
+            Self::Unavailable => "UNAVAILABLE",
+            Self::Stopped => "STOPPED",
+            Self::Disabled => "DISABLED",
+            Self::Unknown => "UNKNOWN",
+        }
+    }
+
+    /// Whether this generation takes traffic (READY or DEGRADED).
+    pub fn is_serving(self) -> bool {
+        matches!(self, Self::Ready | Self::Degraded)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_wire_names() {
+        for s in [
+            Status::Starting,
+            Status::Staged,
+            Status::Degraded,
+            Status::Ready,
+            Status::Draining,
+        ] {
+            assert_eq!(Status::parse(s.as_str()), s);
+        }
+        assert_eq!(Status::parse("what"), Status::Unknown);
+        assert!(Status::Degraded.is_serving() && !Status::Staged.is_serving());
+    }
+}

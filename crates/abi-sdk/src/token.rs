@@ -1,0 +1,144 @@
+//! Where the `Nats-Auth-Token` of every call comes from.
+
+use std::fmt;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use crate::error::{CallError, CallErrorKind};
+
+/// A token source: a module key that signs fresh tokens, or an issued token.
+///
+/// A module key wins when both are configured (see [`crate::Config::from_env`]):
+/// it signs tokens that never expire under a long-running module, while an
+/// issued token is used as is until it expires.
+pub struct TokenSource {
+    inner: Inner,
+}
+
+enum Inner {
+    ModuleKey {
+        identity: String,
+        key: String,
+        ttl: Duration,
+        /// The last token signed and when; reused until half its lifetime.
+        cached: Mutex<Option<(SystemTime, String)>>,
+    },
+    Issued(String),
+}
+
+impl TokenSource {
+    /// Signs tokens for `identity` (the module id) with its module key, each
+    /// valid for [`abi_auth::DEFAULT_TTL`] and replaced at half that.
+    pub fn module_key(identity: impl Into<String>, key: impl Into<String>) -> Self {
+        Self {
+            inner: Inner::ModuleKey {
+                identity: identity.into(),
+                key: key.into(),
+                ttl: abi_auth::DEFAULT_TTL,
+                cached: Mutex::new(None),
+            },
+        }
+    }
+
+    /// Sends `token`, an issued service token, as is.
+    pub fn issued(token: impl Into<String>) -> Self {
+        Self {
+            inner: Inner::Issued(token.into()),
+        }
+    }
+
+    /// The token to send now.
+    ///
+    /// # Errors
+    ///
+    /// [`CallErrorKind::Token`] when the key cannot sign for the identity, or
+    /// the token is empty or holds a line break (it travels in a header).
+    pub fn token(&self) -> Result<String, CallError> {
+        self.token_at(SystemTime::now())
+    }
+
+    pub(crate) fn token_at(&self, now: SystemTime) -> Result<String, CallError> {
+        let token = match &self.inner {
+            Inner::Issued(token) => token.clone(),
+            Inner::ModuleKey {
+                identity,
+                key,
+                ttl,
+                cached,
+            } => {
+                // A poisoned lock only means another thread panicked while
+                // holding the cache; the cached value is still usable.
+                let mut cached = cached.lock().unwrap_or_else(|e| e.into_inner());
+                let fresh = cached.as_ref().and_then(|(issued_at, token)| {
+                    let age = now.duration_since(*issued_at).ok()?;
+                    (age < *ttl / 2).then(|| token.clone())
+                });
+                match fresh {
+                    Some(token) => token,
+                    None => {
+                        let token = abi_auth::issue_module_token(identity, key, *ttl, now, None)
+                            .map_err(|e| {
+                                CallError::new(CallErrorKind::Token, "cannot sign a module token")
+                                    .with_source(e)
+                            })?;
+                        *cached = Some((now, token.clone()));
+                        token
+                    }
+                }
+            }
+        };
+        if token.is_empty() || token.contains(['\r', '\n']) {
+            return Err(CallError::new(
+                CallErrorKind::Token,
+                "a nonempty service token without line breaks is required",
+            ));
+        }
+        Ok(token)
+    }
+}
+
+impl fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never print a key or a token.
+        match &self.inner {
+            Inner::ModuleKey { identity, .. } => f
+                .debug_struct("TokenSource::ModuleKey")
+                .field("identity", identity)
+                .finish_non_exhaustive(),
+            Inner::Issued(_) => f.write_str("TokenSource::Issued(..)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const SECRET: &str = "test-secret";
+
+    #[test]
+    fn module_key_tokens_verify_for_the_module_and_are_reused_until_half_life() {
+        let key = abi_auth::module_key(SECRET, "provider").unwrap();
+        let source = TokenSource::module_key("provider", key);
+        let t0 = SystemTime::now();
+        let first = source.token_at(t0).unwrap();
+        assert_eq!(abi_auth::verify(&first, SECRET, None).unwrap(), "provider");
+        let half = abi_auth::DEFAULT_TTL / 2;
+        assert_eq!(
+            source.token_at(t0 + half - Duration::from_secs(1)).unwrap(),
+            first
+        );
+        let renewed = source.token_at(t0 + half).unwrap();
+        assert_ne!(renewed, first);
+    }
+
+    #[test]
+    fn issued_tokens_are_sent_as_is_and_never_printed() {
+        let source = TokenSource::issued("abc.def.ghi");
+        assert_eq!(source.token().unwrap(), "abc.def.ghi");
+        assert!(!format!("{source:?}").contains("abc"));
+        let bad = TokenSource::issued("a\nb");
+        assert_eq!(bad.token().unwrap_err().kind(), CallErrorKind::Token);
+    }
+}

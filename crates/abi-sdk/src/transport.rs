@@ -1,0 +1,208 @@
+//! One request/reply exchange with the discovery service.
+//!
+//! Each call carries the `Nats-Auth-Token` header and a fresh `CallContext`,
+//! has one deadline, and turns the reply's `CallError` into a typed error.
+//! A "no responders" answer on the service's queue group means an owner is
+//! handing over; the request was not delivered, so it is sent again for a
+//! short while, stopping just before the caller's deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use abi_proto::common::v1 as common;
+use abi_proto::discovery::v1 as pb;
+use async_nats::{HeaderMap, RequestErrorKind};
+use bytes::Bytes;
+use prost::Message;
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::error::{CallError, CallErrorKind};
+use crate::ids;
+use crate::subjects;
+use crate::token::TokenSource;
+
+/// How long a request is sent again while nobody serves the subject.
+const NO_RESPONDERS_RETRY: Duration = Duration::from_secs(5);
+/// The last resend lands this long before the deadline, so the caller sees
+/// "no responders" (nobody serves) rather than a bare timeout.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
+const FIRST_RESEND_DELAY: Duration = Duration::from_millis(50);
+const MAX_RESEND_DELAY: Duration = Duration::from_millis(500);
+
+/// A discovery request and what answers it.
+pub(crate) trait Rpc: Message + Clone {
+    /// The operation's name in the subject.
+    const OPERATION: &'static str;
+    /// The reply type.
+    type Response: Message + Default + Reply;
+    /// Sets the call envelope.
+    fn set_context(&mut self, context: common::CallContext);
+}
+
+/// A reply that may carry a `CallError`.
+pub(crate) trait Reply {
+    fn call_error(&self) -> Option<&common::CallError>;
+}
+
+macro_rules! rpc {
+    ($($req:ident => $resp:ident, $op:literal;)*) => {$(
+        impl Rpc for pb::$req {
+            const OPERATION: &'static str = $op;
+            type Response = pb::$resp;
+            fn set_context(&mut self, context: common::CallContext) {
+                self.context = Some(context);
+            }
+        }
+        impl Reply for pb::$resp {
+            fn call_error(&self) -> Option<&common::CallError> {
+                self.error.as_ref()
+            }
+        }
+    )*};
+}
+
+rpc! {
+    RegisterRequest => RegisterResponse, "register";
+    RenewRequest => RenewResponse, "renew";
+    UnregisterRequest => UnregisterResponse, "unregister";
+    GetModuleRequest => GetModuleResponse, "get_module";
+    ListModulesRequest => ListModulesResponse, "list_modules";
+    EvictRequest => EvictResponse, "evict";
+}
+
+/// The connection, the token source and the per-call deadline.
+#[derive(Clone, Debug)]
+pub(crate) struct Transport {
+    client: async_nats::Client,
+    token: Arc<TokenSource>,
+    timeout: Duration,
+}
+
+impl Transport {
+    pub(crate) fn new(
+        client: async_nats::Client,
+        token: Arc<TokenSource>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            client,
+            token,
+            timeout,
+        }
+    }
+
+    pub(crate) fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    /// Sends `request` to discovery `project` and decodes the answer.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling drops the request; a mutation may still have been applied.
+    pub(crate) async fn call<R: Rpc>(
+        &self,
+        project: &str,
+        request: &R,
+    ) -> Result<R::Response, CallError> {
+        let subject = subjects::discovery(project, R::OPERATION);
+        let mut outgoing = request.clone();
+        outgoing.set_context(common::CallContext {
+            trace_id: ids::uuid4(),
+            timeout_ms: i32::try_from(self.timeout.as_millis()).unwrap_or(i32::MAX),
+            ..Default::default()
+        });
+        let mut headers = HeaderMap::new();
+        headers.insert(abi_auth::AUTH_HEADER, self.token.token()?.as_str());
+        let payload = Bytes::from(outgoing.encode_to_vec());
+
+        let started = Instant::now();
+        let deadline = started + self.timeout;
+        let resend_until =
+            started + NO_RESPONDERS_RETRY.min(self.timeout.saturating_sub(DEADLINE_MARGIN));
+        let resend = subjects::served_by_queue_group(&subject);
+        let mut delay = FIRST_RESEND_DELAY;
+        let reply = loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let request = async_nats::Request::new()
+                .headers(headers.clone())
+                .payload(payload.clone())
+                .timeout(Some(remaining));
+            let sent = tokio::time::timeout_at(
+                deadline,
+                self.client.send_request(subject.clone(), request),
+            )
+            .await;
+            match sent {
+                Ok(Ok(reply)) => break reply,
+                Ok(Err(err)) if err.kind() == RequestErrorKind::NoResponders => {
+                    let now = Instant::now();
+                    if !resend || now >= resend_until {
+                        return Err(CallError::new(
+                            CallErrorKind::NoResponders,
+                            format!("nobody serves {subject}"),
+                        ));
+                    }
+                    tokio::time::sleep(delay.min(resend_until - now)).await;
+                    delay = (delay * 2).min(MAX_RESEND_DELAY);
+                }
+                Ok(Err(err)) if err.kind() == RequestErrorKind::TimedOut => {
+                    return Err(timed_out(&subject));
+                }
+                Ok(Err(err)) => {
+                    let kind = match err.kind() {
+                        RequestErrorKind::MaxPayloadExceeded => CallErrorKind::PayloadTooLarge,
+                        _ => CallErrorKind::Transport,
+                    };
+                    return Err(CallError::new(kind, format!("request to {subject} failed"))
+                        .with_source(err));
+                }
+                Err(_) => return Err(timed_out(&subject)),
+            }
+        };
+        debug!(subject = %subject, elapsed_ms = started.elapsed().as_millis() as u64, "discovery call answered");
+
+        if let Some(headers) = &reply.headers {
+            // A NATS micro-service framework error instead of a protobuf reply.
+            if let Some(code) = headers.get("Nats-Service-Error-Code") {
+                let code = code.as_str().to_owned();
+                let message = headers
+                    .get("Nats-Service-Error")
+                    .map(|m| m.as_str().to_owned())
+                    .unwrap_or_else(|| "remote error".into());
+                return Err(
+                    CallError::new(CallErrorKind::from_code(&code), message).with_code(code)
+                );
+            }
+        }
+        let response = R::Response::decode(reply.payload.as_ref()).map_err(|e| {
+            CallError::new(
+                CallErrorKind::Decode,
+                format!("malformed reply on {subject}"),
+            )
+            .with_source(e)
+        })?;
+        if let Some(error) = response.call_error() {
+            return Err(CallError::new(
+                CallErrorKind::from_code(&error.code),
+                error.message.clone(),
+            )
+            .with_code(error.code.clone()));
+        }
+        Ok(response)
+    }
+}
+
+fn timed_out(subject: &str) -> CallError {
+    CallError::new(
+        CallErrorKind::TimedOut,
+        format!("no reply on {subject} before the deadline"),
+    )
+}
+
+impl Transport {
+    pub(crate) fn token(&self) -> Arc<TokenSource> {
+        self.token.clone()
+    }
+}
