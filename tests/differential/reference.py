@@ -55,8 +55,8 @@ from naas_abi_proto.discovery.v1 import discovery_pb2 as pb
 LEASE_SECONDS = 20.0
 ADMINS = ("api", "engine")
 
-# Every line carries "lease_seconds" when the sequence's service was built with
-# a lease other than LEASE_SECONDS.
+# Every line carries "lease_seconds" and "admins" when the sequence's service
+# was built with a lease other than LEASE_SECONDS or admins other than ADMINS.
 
 # Where our implementation deliberately differs from the reference, or where
 # the harness cannot carry a value across. The generator never produces these
@@ -144,14 +144,22 @@ def error(exc: DiscoveryError) -> Expect:
 class Harness:
     """One reference service over a fresh registry, with its clock."""
 
-    def __init__(self, seq: str, now: float, out: list[str], lease: float = LEASE_SECONDS) -> None:
-        self.seq, self.now, self.out, self.index, self.lease = seq, now, out, 0, lease
+    def __init__(
+        self,
+        seq: str,
+        now: float,
+        out: list[str],
+        lease: float = LEASE_SECONDS,
+        admins: tuple[str, ...] = ADMINS,
+    ) -> None:
+        self.seq, self.now, self.out, self.index = seq, now, out, 0
+        self.lease, self.admins = lease, admins
         self.registry = MemoryRegistry()
         self.service = DiscoveryService(
             self.registry,
             lease_seconds=lease,
             clock=lambda: self.now,
-            admin_identities=ADMINS,
+            admin_identities=admins,
             snapshot_seconds=0,
         )
         self.codes: dict[str, int] = {}
@@ -197,6 +205,8 @@ class Harness:
         }
         if self.lease != LEASE_SECONDS:
             line["lease_seconds"] = self.lease
+        if self.admins != ADMINS:
+            line["admins"] = list(self.admins)
         if note:
             line["note"] = note
         if difference:
@@ -481,7 +491,7 @@ class Generator:
             instance_id = r.choice(
                 self.ids + ["", "bad.id", "nope", "x" * 129] + sorted(self.known)
             )
-            owner = r.choice(["api", "engine", "o1", "API", ""])
+            owner = r.choice(["api", "engine", "o1", "API", "", "ops"])
             if (await h.call("evict", pb.EvictRequest(instance_id=instance_id), owner))["ok"]:
                 self.forget(instance_id)
         elif pick < 0.77:
@@ -754,7 +764,8 @@ async def random_sequence(seed: int, index: int, out: list[str]) -> Harness:
     # Mostly the default lease; sometimes the shortest allowed, or one whose
     # sums with the clock are not exact.
     lease = rng.choice([LEASE_SECONDS] * 6 + [1.0, 7.3, 86400.5])
-    h = Harness(f"{seed}:{index}", start, out, lease)
+    admins = rng.choice([ADMINS] * 8 + [("ops",), ()])
+    h = Harness(f"{seed}:{index}", start, out, lease, admins)
     gen = Generator(rng, h)
     if rng.random() < 0.015:
         # Rare and long (the bytes kind makes 30 KB descriptors): enough to

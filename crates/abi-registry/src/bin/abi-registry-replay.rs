@@ -15,9 +15,9 @@
 //! kept as encoded bytes; a mutation decodes it, drops expired records, applies
 //! the mutation and stores the re-encoded result only on success; a lookup
 //! decodes it and answers from it as stored. A new `seq` starts from an empty
-//! registry. The rules use the admin identities `api` and `engine` and a 20 s
-//! lease, or the line's `lease_seconds`, as the harness configures the
-//! reference.
+//! registry. The rules use a 20 s lease and the admin identities `api` and
+//! `engine`, or the line's `lease_seconds` and `admins`, as the harness
+//! configures the reference.
 
 use std::io::{BufRead, BufWriter, Write};
 use std::process::ExitCode;
@@ -92,8 +92,17 @@ impl Replay {
             .get("lease_seconds")
             .and_then(Value::as_f64)
             .unwrap_or(LEASE_SECONDS);
-        if lease.to_bits() != self.rules.lease_seconds().to_bits() {
-            self.rules = Rules::new(lease, ADMINS).map_err(|e| e.to_string())?;
+        let mut admins: Vec<&str> = match input.get("admins").and_then(Value::as_array) {
+            Some(names) => names.iter().filter_map(Value::as_str).collect(),
+            None => ADMINS.to_vec(),
+        };
+        // Sorted and unique, as the rules list them.
+        admins.sort_unstable();
+        admins.dedup();
+        if lease.to_bits() != self.rules.lease_seconds().to_bits()
+            || !self.rules.admin_identities().eq(admins.iter().copied())
+        {
+            self.rules = Rules::new(lease, admins).map_err(|e| e.to_string())?;
         }
         let result = match op {
             "snapshot" => {
