@@ -87,7 +87,7 @@ async fn snapshots_become_registered_status_gone_and_expired_events() {
         )
         .await
         .unwrap();
-    let mut events = vec![next(&mut watch).await, next(&mut watch).await];
+    let mut events = [next(&mut watch).await, next(&mut watch).await];
     events.sort_by_key(|e| e.instance().instance_id.clone());
     assert!(
         matches!(&events[0], RegistryEvent::StatusChanged { previous: Status::Starting, instance } if instance.status == "READY")
