@@ -769,10 +769,13 @@ async def random_sequence(seed: int, index: int, out: list[str]) -> Harness:
     admins = rng.choice([ADMINS] * 8 + [("ops",), ()])
     h = Harness(f"{seed}:{index}", start, out, lease, admins)
     gen = Generator(rng, h)
-    if rng.random() < 0.015:
-        # Rare and long (the bytes kind makes 30 KB descriptors): enough to
-        # meet both bounds in every run of the test.
-        await fill(gen, "bytes" if rng.random() < 0.3 else "count")
+    # Filling the registry is slow in the reference (each operation walks
+    # every record): a fixed few sequences do it, so that every run of 250
+    # sequences meets both bounds.
+    if index % 250 == 7:
+        await fill(gen, "count")
+    elif index % 250 == 131:
+        await fill(gen, "bytes")
     for _ in range(rng.randint(20, 60)):
         await gen.step()
     h.finish()

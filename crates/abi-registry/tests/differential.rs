@@ -47,6 +47,40 @@ const CODES: [&str; 14] = [
     "APP_NOT_FOUND",
     "MODULE_UNAVAILABLE",
 ];
+/// Every fixed refusal text of the reference's rules (the `*_NOT_FOUND`
+/// ones carry the name asked for instead): each must come up.
+const MESSAGES: [&str; 30] = [
+    "DEPENDENCY_CYCLE: Required modules form a cycle",
+    "DESCRIPTOR_CONFLICT: Registration identity cannot change",
+    "DESCRIPTOR_CONFLICT: Replicas of a contract in one rollout must declare identical dependencies, agents, jobs, models and apps",
+    "DESCRIPTOR_CONFLICT: Rollout members do not match",
+    "INVALID_ARGUMENT: Duplicate agents",
+    "INVALID_ARGUMENT: Duplicate dependencies",
+    "INVALID_ARGUMENT: Invalid agent descriptor",
+    "INVALID_ARGUMENT: Invalid app descriptor",
+    "INVALID_ARGUMENT: Invalid contract or package version",
+    "INVALID_ARGUMENT: Invalid dependency",
+    "INVALID_ARGUMENT: Invalid instance identity",
+    "INVALID_ARGUMENT: Invalid job descriptor",
+    "INVALID_ARGUMENT: Invalid model descriptor",
+    "INVALID_ARGUMENT: Invalid module or instance identity",
+    "INVALID_ARGUMENT: Invalid rollout id",
+    "INVALID_ARGUMENT: Invalid rollout modules",
+    "INVALID_ARGUMENT: Lease token must contain 32 to 256 characters",
+    "INVALID_ARGUMENT: Module identity and contract required",
+    "INVALID_ARGUMENT: Page size must be 1..100",
+    "INVALID_ARGUMENT: Too many dependencies or agents",
+    "INVALID_ARGUMENT: Too many or duplicate apps",
+    "INVALID_ARGUMENT: Too many or duplicate jobs",
+    "INVALID_ARGUMENT: Too many or duplicate models",
+    "LEASE_EXPIRED: Provider registration expired",
+    "LEASE_EXPIRED: Register a fresh instance after lease loss",
+    "MODULE_UNAVAILABLE: Provider is not ready",
+    "PERMISSION_DENIED: Only platform administrators can evict registrations",
+    "PERMISSION_DENIED: Registration belongs to another lease or caller",
+    "REGISTRY_FULL: Registry snapshot exceeds 512 KiB",
+    "REGISTRY_FULL: Registry supports at most 256 live instances",
+];
 const STATUSES: [&str; 5] = ["STARTING", "STAGED", "DEGRADED", "READY", "DRAINING"];
 
 fn workspace_root() -> PathBuf {
@@ -117,6 +151,8 @@ struct Report {
     codes: BTreeMap<String, usize>,
     /// Instance statuses seen in lookups and final snapshots.
     statuses: BTreeMap<String, usize>,
+    /// Refusals by their `"CODE: message"` text.
+    messages: BTreeMap<String, usize>,
 }
 
 impl Report {
@@ -129,6 +165,9 @@ impl Report {
         }
         for (status, n) in other.statuses {
             *self.statuses.entry(status).or_default() += n;
+        }
+        for (message, n) in other.messages {
+            *self.messages.entry(message).or_default() += n;
         }
     }
 }
@@ -177,6 +216,9 @@ fn compare(how: &str, reference: &str, ours: &str) -> Report {
                 want["code"].as_str().unwrap_or("?")
             };
             *report.codes.entry(code.to_owned()).or_default() += 1;
+            if let Some(message) = want["message"].as_str() {
+                *report.messages.entry(message.to_owned()).or_default() += 1;
+            }
             count_statuses(&mut report, op, want);
         }
         if want != have {
@@ -366,6 +408,12 @@ fn random_sequences_match_the_reference() {
             total.codes.get(code).is_some_and(|&n| n >= 10),
             "the random sequences answer {code} fewer than 10 times: {:?}",
             total.codes
+        );
+    }
+    for message in MESSAGES {
+        assert!(
+            total.messages.contains_key(message),
+            "the random sequences never refuse with {message:?}"
         );
     }
     for status in STATUSES {
