@@ -1,1 +1,641 @@
-//! (being written)
+//! The `abi-discovery` configuration: one clap parser, every flag with an env var
+//! (flag > env > default), then [`Config::validate`] turns it into typed values or a
+//! list of every problem.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::subjects::Project;
+
+/// The broker a local development stack runs (the reference's default).
+pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+/// The reference's default project, so an unconfigured owner and SDK meet.
+pub const DEFAULT_PROJECT: &str = "default";
+/// The reference's lease: long enough to ride out a GC pause or a broker hiccup,
+/// short enough that a crashed module is gone within half a minute.
+pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
+/// The reference's admin identities: the engine's API and scheduler may evict.
+pub const DEFAULT_ADMIN_IDENTITIES: &str = "api,engine";
+/// One replica: a single-node broker cannot hold more; use 3 on a cluster.
+pub const DEFAULT_KV_REPLICAS: usize = 1;
+/// Time to reach the broker at start: long enough for a broker starting next to us
+/// in a compose stack, short enough to fail clearly on a wrong URL.
+pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
+/// Deadline of one snapshot read or write; callers' own deadlines are a few seconds,
+/// so waiting longer would only answer callers that already gave up.
+pub const DEFAULT_STORE_TIMEOUT_SECS: u64 = 5;
+/// Time to answer the requests already received once asked to stop; below the
+/// usual 30 s a container orchestrator waits before SIGKILL.
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 10;
+/// Mutations waiting for the writer before senders wait: a burst of every live
+/// instance (256) renewing at once fits several times.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+/// Mutations committed in one snapshot write: bounds the work redone on a CAS conflict.
+pub const DEFAULT_MAX_BATCH: usize = 64;
+/// Requests handled at once, as the reference's `ConcurrentCalls` default.
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 64;
+
+/// Command-line flags and environment of `abi-discovery`.
+#[derive(Clone, Parser)]
+#[command(
+    name = "abi-discovery",
+    version,
+    about = "The abi.discovery.v1 service over NATS"
+)]
+pub struct Config {
+    /// NATS server URL(s), comma-separated.
+    #[arg(long, env = "NATS_URL", default_value = DEFAULT_NATS_URL)]
+    pub nats_url: String,
+
+    /// Project: namespaces subjects, queue group and bucket.
+    #[arg(long, env = "ABI_PROJECT", default_value = DEFAULT_PROJECT)]
+    pub project: String,
+
+    /// Project JWT secret. Prefer --jwt-secret-file; exactly one of the two is required.
+    #[arg(long, env = "ABI_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+
+    /// File holding the project JWT secret (a trailing newline is ignored).
+    #[arg(long, env = "ABI_JWT_SECRET_FILE")]
+    pub jwt_secret_file: Option<PathBuf>,
+
+    /// Lease granted by register and renew, in seconds (at least 1).
+    #[arg(long, env = "ABI_LEASE_SECONDS", default_value_t = DEFAULT_LEASE_SECONDS)]
+    pub lease_seconds: f64,
+
+    /// Identities allowed to evict, comma-separated (may be empty).
+    #[arg(long, env = "ABI_ADMIN_IDENTITIES", default_value = DEFAULT_ADMIN_IDENTITIES)]
+    pub admin_identities: String,
+
+    /// Replicas of the KV bucket when this process creates it.
+    #[arg(long, env = "ABI_KV_REPLICAS", default_value_t = DEFAULT_KV_REPLICAS)]
+    pub kv_replicas: usize,
+
+    /// NATS credentials file (JWT + nkey seed).
+    #[arg(long, env = "NATS_CREDS")]
+    pub nats_creds_file: Option<PathBuf>,
+
+    /// NATS user name (with NATS_PASSWORD).
+    #[arg(long, env = "NATS_USER")]
+    pub nats_user: Option<String>,
+
+    /// NATS password (with NATS_USER).
+    #[arg(long, env = "NATS_PASSWORD", hide_env_values = true)]
+    pub nats_password: Option<String>,
+
+    /// NATS authentication token.
+    #[arg(long, env = "NATS_TOKEN", hide_env_values = true)]
+    pub nats_token: Option<String>,
+
+    /// File holding an nkey seed to authenticate with.
+    #[arg(long, env = "NATS_NKEY_FILE")]
+    pub nats_nkey_file: Option<PathBuf>,
+
+    /// CA certificate(s) to trust for the NATS TLS connection (PEM).
+    #[arg(long, env = "NATS_TLS_CA")]
+    pub nats_tls_ca: Option<PathBuf>,
+
+    /// Client certificate for NATS TLS (PEM, with --nats-tls-key).
+    #[arg(long, env = "NATS_TLS_CERT")]
+    pub nats_tls_cert: Option<PathBuf>,
+
+    /// Client key for NATS TLS (PEM, with --nats-tls-cert).
+    #[arg(long, env = "NATS_TLS_KEY")]
+    pub nats_tls_key: Option<PathBuf>,
+
+    /// Refuse to connect without TLS.
+    #[arg(long, env = "NATS_TLS_REQUIRED", default_value_t = false)]
+    pub nats_tls_required: bool,
+
+    /// Deadline to reach the broker, in seconds.
+    #[arg(long, env = "ABI_CONNECT_TIMEOUT_SECS", default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS)]
+    pub connect_timeout_secs: u64,
+
+    /// Deadline of one snapshot read or write, in seconds.
+    #[arg(long, env = "ABI_STORE_TIMEOUT_SECS", default_value_t = DEFAULT_STORE_TIMEOUT_SECS)]
+    pub store_timeout_secs: u64,
+
+    /// Time to finish the requests received once asked to stop, in seconds.
+    #[arg(long, env = "ABI_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
+    pub shutdown_grace_secs: u64,
+
+    /// Mutations queued for the writer before requests wait.
+    #[arg(long, env = "ABI_QUEUE_CAPACITY", default_value_t = DEFAULT_QUEUE_CAPACITY)]
+    pub queue_capacity: usize,
+
+    /// Mutations committed in one snapshot write.
+    #[arg(long, env = "ABI_MAX_BATCH", default_value_t = DEFAULT_MAX_BATCH)]
+    pub max_batch: usize,
+
+    /// Requests handled at once.
+    #[arg(long, env = "ABI_MAX_CONCURRENT_REQUESTS", default_value_t = DEFAULT_MAX_CONCURRENT_REQUESTS)]
+    pub max_concurrent_requests: usize,
+
+    /// Address to serve metrics on (reserved: metrics are not served yet).
+    #[arg(long, env = "ABI_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redact = |s: &Option<String>| s.as_ref().map(|_| "<redacted>");
+        f.debug_struct("Config")
+            .field("nats_url", &self.nats_url)
+            .field("project", &self.project)
+            .field("jwt_secret", &redact(&self.jwt_secret))
+            .field("jwt_secret_file", &self.jwt_secret_file)
+            .field("lease_seconds", &self.lease_seconds)
+            .field("admin_identities", &self.admin_identities)
+            .field("kv_replicas", &self.kv_replicas)
+            .field("nats_creds_file", &self.nats_creds_file)
+            .field("nats_user", &self.nats_user)
+            .field("nats_password", &redact(&self.nats_password))
+            .field("nats_token", &redact(&self.nats_token))
+            .field("nats_nkey_file", &self.nats_nkey_file)
+            .field("nats_tls_ca", &self.nats_tls_ca)
+            .field("nats_tls_cert", &self.nats_tls_cert)
+            .field("nats_tls_key", &self.nats_tls_key)
+            .field("nats_tls_required", &self.nats_tls_required)
+            .field("connect_timeout_secs", &self.connect_timeout_secs)
+            .field("store_timeout_secs", &self.store_timeout_secs)
+            .field("shutdown_grace_secs", &self.shutdown_grace_secs)
+            .field("queue_capacity", &self.queue_capacity)
+            .field("max_batch", &self.max_batch)
+            .field("max_concurrent_requests", &self.max_concurrent_requests)
+            .field("metrics_addr", &self.metrics_addr)
+            .finish()
+    }
+}
+
+/// A secret string whose `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps `value`.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself, for signing and verifying only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// How to authenticate to NATS, at most one way.
+#[derive(Clone, PartialEq, Eq)]
+pub enum NatsAuth {
+    /// No credentials.
+    None,
+    /// A credentials file.
+    CredsFile(PathBuf),
+    /// User and password.
+    UserPassword(String, Secret),
+    /// A token.
+    Token(Secret),
+    /// An nkey seed (read from its file).
+    NKey(Secret),
+}
+
+impl fmt::Debug for NatsAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("None"),
+            Self::CredsFile(p) => f.debug_tuple("CredsFile").field(p).finish(),
+            Self::UserPassword(u, _) => f.debug_tuple("UserPassword").field(u).finish(),
+            Self::Token(_) => f.write_str("Token(<redacted>)"),
+            Self::NKey(_) => f.write_str("NKey(<redacted>)"),
+        }
+    }
+}
+
+/// TLS settings for the NATS connection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NatsTls {
+    /// Extra root certificates.
+    pub ca: Option<PathBuf>,
+    /// Client certificate and key.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// Refuse a plain connection.
+    pub required: bool,
+}
+
+/// A configuration that passed [`Config::validate`]: typed values only.
+#[derive(Debug, Clone)]
+pub struct Valid {
+    /// Broker URL(s), comma-separated.
+    pub nats_url: String,
+    /// The project.
+    pub project: Project,
+    /// The project JWT secret.
+    pub secret: Secret,
+    /// Lease granted by register and renew, in seconds.
+    pub lease_seconds: f64,
+    /// Identities allowed to evict.
+    pub admin_identities: Vec<String>,
+    /// Replicas of the bucket when we create it.
+    pub kv_replicas: NonZeroUsize,
+    /// NATS authentication.
+    pub nats_auth: NatsAuth,
+    /// NATS TLS.
+    pub nats_tls: NatsTls,
+    /// Deadline to reach the broker.
+    pub connect_timeout: Duration,
+    /// Deadline of one snapshot read or write.
+    pub store_timeout: Duration,
+    /// Time to finish the requests received once asked to stop.
+    pub shutdown_grace: Duration,
+    /// Writer queue capacity.
+    pub queue_capacity: NonZeroUsize,
+    /// Mutations per snapshot write.
+    pub max_batch: NonZeroUsize,
+    /// Requests handled at once.
+    pub max_concurrent_requests: NonZeroUsize,
+    /// Where metrics would be served.
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// One problem in the configuration, naming the setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: {problem}")]
+pub struct ConfigError {
+    /// The env var (and flag) at fault.
+    pub setting: &'static str,
+    /// What is wrong, for people.
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn new(setting: &'static str, problem: impl Into<String>) -> Self {
+        Self {
+            setting,
+            problem: problem.into(),
+        }
+    }
+}
+
+impl Config {
+    /// Checks every setting and reads the secret files.
+    ///
+    /// # Errors
+    ///
+    /// Every problem found, not just the first.
+    pub fn validate(&self) -> Result<Valid, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        let project = Project::new(&self.project)
+            .map_err(|e| errors.push(ConfigError::new("ABI_PROJECT", e.to_string())))
+            .ok();
+        let secret = self.secret(&mut errors);
+        if !self.lease_seconds.is_finite() || self.lease_seconds < 1.0 {
+            errors.push(ConfigError::new(
+                "ABI_LEASE_SECONDS",
+                format!(
+                    "must be a number of seconds, at least 1 (got {})",
+                    self.lease_seconds
+                ),
+            ));
+        }
+        let admin_identities: Vec<String> = self
+            .admin_identities
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let kv_replicas = positive(&mut errors, "ABI_KV_REPLICAS", self.kv_replicas);
+        if self.kv_replicas > 5 {
+            errors.push(ConfigError::new(
+                "ABI_KV_REPLICAS",
+                "JetStream allows at most 5 replicas",
+            ));
+        }
+        let queue_capacity = positive(&mut errors, "ABI_QUEUE_CAPACITY", self.queue_capacity);
+        let max_batch = positive(&mut errors, "ABI_MAX_BATCH", self.max_batch);
+        let max_concurrent = positive(
+            &mut errors,
+            "ABI_MAX_CONCURRENT_REQUESTS",
+            self.max_concurrent_requests,
+        );
+        for (setting, secs) in [
+            ("ABI_CONNECT_TIMEOUT_SECS", self.connect_timeout_secs),
+            ("ABI_STORE_TIMEOUT_SECS", self.store_timeout_secs),
+        ] {
+            if secs == 0 {
+                errors.push(ConfigError::new(setting, "must be at least 1 second"));
+            }
+        }
+        if self.nats_url.trim().is_empty() {
+            errors.push(ConfigError::new("NATS_URL", "must not be empty"));
+        }
+        let nats_auth = self.nats_auth(&mut errors);
+        let nats_tls = self.nats_tls(&mut errors);
+
+        match (
+            project,
+            secret,
+            kv_replicas,
+            queue_capacity,
+            max_batch,
+            max_concurrent,
+        ) {
+            (Some(project), Some(secret), Some(kv), Some(queue), Some(batch), Some(conc))
+                if errors.is_empty() =>
+            {
+                Ok(Valid {
+                    nats_url: self.nats_url.trim().to_owned(),
+                    project,
+                    secret,
+                    lease_seconds: self.lease_seconds,
+                    admin_identities,
+                    kv_replicas: kv,
+                    nats_auth,
+                    nats_tls,
+                    connect_timeout: Duration::from_secs(self.connect_timeout_secs),
+                    store_timeout: Duration::from_secs(self.store_timeout_secs),
+                    shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+                    queue_capacity: queue,
+                    max_batch: batch,
+                    max_concurrent_requests: conc,
+                    metrics_addr: self.metrics_addr,
+                })
+            }
+            _ => Err(errors),
+        }
+    }
+
+    fn secret(&self, errors: &mut Vec<ConfigError>) -> Option<Secret> {
+        let value = match (&self.jwt_secret, &self.jwt_secret_file) {
+            (Some(_), Some(_)) => {
+                errors.push(ConfigError::new(
+                    "ABI_JWT_SECRET",
+                    "set ABI_JWT_SECRET or ABI_JWT_SECRET_FILE, not both",
+                ));
+                return None;
+            }
+            (None, None) => {
+                errors.push(ConfigError::new(
+                    "ABI_JWT_SECRET",
+                    "required: set ABI_JWT_SECRET_FILE (or ABI_JWT_SECRET) to the project's JWT secret",
+                ));
+                return None;
+            }
+            (Some(value), None) => value.clone(),
+            (None, Some(path)) => match read_secret_file(path) {
+                Ok(value) => value,
+                Err(problem) => {
+                    errors.push(ConfigError::new("ABI_JWT_SECRET_FILE", problem));
+                    return None;
+                }
+            },
+        };
+        if value.is_empty() {
+            errors.push(ConfigError::new("ABI_JWT_SECRET", "the secret is empty"));
+            return None;
+        }
+        Some(Secret(value))
+    }
+
+    fn nats_auth(&self, errors: &mut Vec<ConfigError>) -> NatsAuth {
+        let chosen = [
+            self.nats_creds_file.is_some(),
+            self.nats_user.is_some() || self.nats_password.is_some(),
+            self.nats_token.is_some(),
+            self.nats_nkey_file.is_some(),
+        ]
+        .into_iter()
+        .filter(|set| *set)
+        .count();
+        if chosen > 1 {
+            errors.push(ConfigError::new(
+                "NATS_CREDS",
+                "choose one NATS authentication: NATS_CREDS, NATS_USER/NATS_PASSWORD, NATS_TOKEN or NATS_NKEY_FILE",
+            ));
+            return NatsAuth::None;
+        }
+        if let Some(path) = &self.nats_creds_file {
+            if !path.is_file() {
+                errors.push(ConfigError::new(
+                    "NATS_CREDS",
+                    format!("{} is not a readable file", path.display()),
+                ));
+            }
+            return NatsAuth::CredsFile(path.clone());
+        }
+        match (&self.nats_user, &self.nats_password) {
+            (Some(user), Some(password)) => {
+                return NatsAuth::UserPassword(user.clone(), Secret(password.clone()));
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                errors.push(ConfigError::new(
+                    "NATS_USER",
+                    "NATS_USER and NATS_PASSWORD go together",
+                ));
+                return NatsAuth::None;
+            }
+            (None, None) => {}
+        }
+        if let Some(token) = &self.nats_token {
+            return NatsAuth::Token(Secret(token.clone()));
+        }
+        if let Some(path) = &self.nats_nkey_file {
+            return match read_secret_file(path) {
+                Ok(seed) => NatsAuth::NKey(Secret(seed)),
+                Err(problem) => {
+                    errors.push(ConfigError::new("NATS_NKEY_FILE", problem));
+                    NatsAuth::None
+                }
+            };
+        }
+        NatsAuth::None
+    }
+
+    fn nats_tls(&self, errors: &mut Vec<ConfigError>) -> NatsTls {
+        for (setting, path) in [
+            ("NATS_TLS_CA", &self.nats_tls_ca),
+            ("NATS_TLS_CERT", &self.nats_tls_cert),
+            ("NATS_TLS_KEY", &self.nats_tls_key),
+        ] {
+            if let Some(path) = path
+                && !path.is_file()
+            {
+                errors.push(ConfigError::new(
+                    setting,
+                    format!("{} is not a readable file", path.display()),
+                ));
+            }
+        }
+        let client_cert = match (&self.nats_tls_cert, &self.nats_tls_key) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            (None, None) => None,
+            _ => {
+                errors.push(ConfigError::new(
+                    "NATS_TLS_CERT",
+                    "NATS_TLS_CERT and NATS_TLS_KEY go together",
+                ));
+                None
+            }
+        };
+        NatsTls {
+            ca: self.nats_tls_ca.clone(),
+            client_cert,
+            required: self.nats_tls_required,
+        }
+    }
+}
+
+fn positive(
+    errors: &mut Vec<ConfigError>,
+    setting: &'static str,
+    value: usize,
+) -> Option<NonZeroUsize> {
+    let nz = NonZeroUsize::new(value);
+    if nz.is_none() {
+        errors.push(ConfigError::new(setting, "must be at least 1"));
+    }
+    nz
+}
+
+/// Reads a secret from a file, without its trailing line break.
+fn read_secret_file(path: &std::path::Path) -> Result<String, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text.trim_end_matches(['\r', '\n']).to_owned()),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use std::io::Write as _;
+
+    fn parse(args: &[&str]) -> Config {
+        let mut all = vec!["abi-discovery"];
+        all.extend_from_slice(args);
+        Config::try_parse_from(all).unwrap()
+    }
+
+    fn settings(errors: &[ConfigError]) -> Vec<&'static str> {
+        errors.iter().map(|e| e.setting).collect()
+    }
+
+    #[test]
+    fn defaults_with_a_secret() {
+        let valid = parse(&["--jwt-secret", "s3cret"]).validate().unwrap();
+        assert_eq!(valid.project.as_str(), "default");
+        assert_eq!(valid.lease_seconds, 20.0);
+        assert_eq!(valid.admin_identities, ["api", "engine"]);
+        assert_eq!(valid.kv_replicas.get(), 1);
+        assert_eq!(valid.secret.expose(), "s3cret");
+        assert_eq!(valid.nats_auth, NatsAuth::None);
+        assert_eq!(valid.shutdown_grace, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_secret_is_required() {
+        let errors = parse(&[]).validate().unwrap_err();
+        assert_eq!(settings(&errors), ["ABI_JWT_SECRET"]);
+        assert!(
+            errors[0]
+                .to_string()
+                .starts_with("ABI_JWT_SECRET: required")
+        );
+    }
+
+    #[test]
+    fn secret_file_is_read_without_its_newline() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        writeln!(file, "from-a-file").unwrap();
+        let path = file.path().to_str().unwrap();
+        let valid = parse(&["--jwt-secret-file", path]).validate().unwrap();
+        assert_eq!(valid.secret.expose(), "from-a-file");
+        let errors = parse(&["--jwt-secret-file", path, "--jwt-secret", "x"])
+            .validate()
+            .unwrap_err();
+        assert_eq!(settings(&errors), ["ABI_JWT_SECRET"]);
+        let errors = parse(&["--jwt-secret-file", "/nonexistent/secret"])
+            .validate()
+            .unwrap_err();
+        assert_eq!(settings(&errors), ["ABI_JWT_SECRET_FILE"]);
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let errors = parse(&[
+            "--project",
+            "bad.project",
+            "--lease-seconds",
+            "0.5",
+            "--kv-replicas",
+            "0",
+            "--max-batch",
+            "0",
+            "--nats-user",
+            "u",
+            "--nats-tls-cert",
+            "/nonexistent/cert.pem",
+        ])
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            settings(&errors),
+            [
+                "ABI_PROJECT",
+                "ABI_JWT_SECRET",
+                "ABI_LEASE_SECONDS",
+                "ABI_KV_REPLICAS",
+                "ABI_MAX_BATCH",
+                "NATS_USER",
+                "NATS_TLS_CERT",
+                "NATS_TLS_CERT",
+            ]
+        );
+    }
+
+    #[test]
+    fn debug_redacts_secrets() {
+        let config = parse(&[
+            "--jwt-secret",
+            "top-secret-value",
+            "--nats-user",
+            "u",
+            "--nats-password",
+            "hunter2-pw",
+        ]);
+        let shown = format!("{config:?} {:?}", config.validate().unwrap());
+        assert!(!shown.contains("top-secret-value"), "{shown}");
+        assert!(!shown.contains("hunter2-pw"), "{shown}");
+    }
+
+    #[test]
+    fn admin_identities_parse_and_may_be_empty() {
+        let valid = parse(&["--jwt-secret", "s", "--admin-identities", " api , ops ,"])
+            .validate()
+            .unwrap();
+        assert_eq!(valid.admin_identities, ["api", "ops"]);
+        let valid = parse(&["--jwt-secret", "s", "--admin-identities", ""])
+            .validate()
+            .unwrap();
+        assert!(valid.admin_identities.is_empty());
+    }
+
+    #[test]
+    fn one_nats_authentication_at_most() {
+        let errors = parse(&["--jwt-secret", "s", "--nats-token", "t", "--nats-user", "u"])
+            .validate()
+            .unwrap_err();
+        assert_eq!(settings(&errors), ["NATS_CREDS"]);
+    }
+}

@@ -1,1 +1,18 @@
-//! (being written)
+//! The NATS edge of the service: one queue subscription per operation, each request
+//! handled in its own task (bounded), answered with the protobuf response.
+//!
+//! - [`handle`]: one request to one reply, the reference's `_handle` rules;
+//! - [`backend`]: the port the registry facade implements;
+//! - [`serve`]: subscriptions, concurrency, and the stop sequence;
+//! - [`stats`]: per-endpoint counters for `$SRV.STATS`.
+
+pub mod backend;
+mod discovery_backend;
+pub mod handle;
+pub mod serve;
+pub mod stats;
+
+pub use backend::{Backend, Failure};
+pub use handle::{Handler, MAX_PAYLOAD_CAP, OVERFLOW_REQUEST_HEADER, Reply};
+pub use serve::{Limits, ServeError, Serving, serve};
+pub use stats::{EndpointSnapshot, Stats};

@@ -1,0 +1,74 @@
+//! What the endpoints need from the service, as a small port: the [`Discovery`]
+//! facade implements it, and tests can put a fake behind the real NATS edge.
+//!
+//! [`Discovery`]: crate::discovery::Discovery
+
+use abi_proto::discovery::v1 as pb;
+use abi_registry::{Mutation, Outcome};
+use futures::future::BoxFuture;
+
+/// Why the registry did not answer a request.
+#[derive(Debug)]
+pub enum Failure {
+    /// A rule refused it: the caller gets the code and `"CODE: message"`.
+    Refused(abi_registry::Error),
+    /// The registry could not be read or written: the caller gets `UNAVAILABLE` and
+    /// a fixed message. `detail` is logged by the edge; `None` when the failure was
+    /// already logged where it happened.
+    Unavailable {
+        /// What went wrong, for the log only.
+        detail: Option<String>,
+    },
+}
+
+impl From<abi_registry::Error> for Failure {
+    fn from(error: abi_registry::Error) -> Self {
+        Self::Refused(error)
+    }
+}
+
+/// The registry operations behind the endpoints.
+pub trait Backend: Send + Sync + 'static {
+    /// Applies a mutation for the caller `owner` (the token identity).
+    fn mutate<'a>(
+        &'a self,
+        mutation: Mutation,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<Outcome, Failure>>;
+
+    /// Looks up a module's instances.
+    fn get_module<'a>(
+        &'a self,
+        req: &'a pb::GetModuleRequest,
+    ) -> BoxFuture<'a, Result<pb::GetModuleResponse, Failure>>;
+
+    /// Pages through the registered modules.
+    fn list_modules<'a>(
+        &'a self,
+        req: &'a pb::ListModulesRequest,
+    ) -> BoxFuture<'a, Result<pb::ListModulesResponse, Failure>>;
+
+    /// Authorizes a call to an agent of the instance `owner` runs.
+    fn authorize_agent<'a>(
+        &'a self,
+        req: &'a pb::AuthorizeAgentRequest,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<pb::AuthorizeAgentResponse, Failure>>;
+
+    /// Authorizes a call to a model of the instance `owner` runs.
+    fn authorize_model<'a>(
+        &'a self,
+        req: &'a pb::AuthorizeModelRequest,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<pb::AuthorizeModelResponse, Failure>>;
+
+    /// Authorizes a call to an app of the instance `owner` runs.
+    fn authorize_app<'a>(
+        &'a self,
+        req: &'a pb::AuthorizeAppRequest,
+        owner: &'a str,
+    ) -> BoxFuture<'a, Result<pb::AuthorizeAppResponse, Failure>>;
+
+    /// Whether `identity` is an admin (reported to callees as `caller_admin`).
+    fn is_admin(&self, identity: &str) -> bool;
+}

@@ -1,0 +1,353 @@
+//! One request, from headers and bytes to the reply bytes, exactly as the reference's
+//! `DiscoveryNATS._handle`: token, size cap, decode, identity binding, the caller
+//! token of the authorize calls, the registry, then the reply size cap.
+
+use abi_proto::common::v1::CallError;
+use abi_proto::discovery::v1 as pb;
+use abi_registry::{ErrorCode, Mutation, Outcome};
+use async_nats::HeaderMap;
+use prost::Message;
+
+use super::backend::{Backend, Failure};
+use crate::config::Secret;
+use crate::subjects::Operation;
+
+/// The largest request or reply the service handles, whatever the broker allows: the
+/// registry itself is capped at this size.
+pub const MAX_PAYLOAD_CAP: usize = 512 * 1024;
+
+/// The header a client sets when it uploaded an over-sized request out of band
+/// (the SDK's overflow protocol). Discovery never reads such uploads.
+pub const OVERFLOW_REQUEST_HEADER: &str = "Abi-Overflow-Request";
+
+const UNAUTHENTICATED_MESSAGE: &str = "Missing or invalid service token";
+const MALFORMED_MESSAGE: &str = "Malformed protobuf";
+const INTERNAL_MESSAGE: &str = "Registry operation failed";
+const REQUEST_TOO_LARGE: &str = "Discovery request exceeds limit";
+const RESPONSE_TOO_LARGE: &str = "Discovery response exceeds limit";
+
+/// The reply to one request: the encoded response and the error it carries, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The encoded `<Op>Response`.
+    pub payload: Vec<u8>,
+    /// The `CallError` inside it, for counting.
+    pub error: Option<CallError>,
+}
+
+/// Turns requests into replies with a [`Backend`].
+#[derive(Debug)]
+pub struct Handler<B> {
+    backend: B,
+    secret: Secret,
+    max_payload: usize,
+}
+
+/// Why a request failed before or in the registry.
+#[derive(Debug)]
+enum EdgeError {
+    Unauthenticated,
+    Malformed,
+    Refused(abi_registry::Error),
+    Unavailable(Option<String>),
+}
+
+impl From<Failure> for EdgeError {
+    fn from(failure: Failure) -> Self {
+        match failure {
+            Failure::Refused(e) => Self::Refused(e),
+            Failure::Unavailable { detail } => Self::Unavailable(detail),
+        }
+    }
+}
+
+impl From<prost::DecodeError> for EdgeError {
+    fn from(_: prost::DecodeError) -> Self {
+        Self::Malformed
+    }
+}
+
+impl<B: Backend> Handler<B> {
+    /// A handler checking tokens with `secret` and capping requests and replies at
+    /// `min(broker_max_payload, 512 KiB)`.
+    pub fn new(backend: B, secret: Secret, broker_max_payload: usize) -> Self {
+        Self {
+            backend,
+            secret,
+            max_payload: broker_max_payload.min(MAX_PAYLOAD_CAP),
+        }
+    }
+
+    /// The size cap in force.
+    pub fn max_payload(&self) -> usize {
+        self.max_payload
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Answers one request of `op`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe: a mutation dropped midway may still be committed. The
+    /// endpoints run each request in its own task.
+    pub async fn handle(
+        &self,
+        op: Operation,
+        headers: Option<&HeaderMap>,
+        payload: &[u8],
+    ) -> Reply {
+        let (payload, error) = match self.dispatch(op, headers, payload).await {
+            Ok(bytes) => (bytes, None),
+            Err(error) => {
+                let error = self.call_error(op, error);
+                (error_response(op, error.clone()), Some(error))
+            }
+        };
+        if payload.len() > self.max_payload {
+            let error = call_error(ErrorCode::PayloadTooLarge.as_str(), RESPONSE_TOO_LARGE);
+            return Reply {
+                payload: error_response(op, error.clone()),
+                error: Some(error),
+            };
+        }
+        Reply { payload, error }
+    }
+
+    fn call_error(&self, op: Operation, error: EdgeError) -> CallError {
+        match error {
+            EdgeError::Unauthenticated => {
+                call_error(ErrorCode::Unauthenticated.as_str(), UNAUTHENTICATED_MESSAGE)
+            }
+            EdgeError::Malformed => {
+                call_error(ErrorCode::InvalidArgument.as_str(), MALFORMED_MESSAGE)
+            }
+            // The reference puts `str(DiscoveryError)`, which is "CODE: message".
+            EdgeError::Refused(e) => call_error(e.code().as_str(), &e.to_string()),
+            EdgeError::Unavailable(detail) => {
+                if let Some(detail) = detail {
+                    tracing::error!(op = op.as_str(), error = %detail, "discovery request failed");
+                }
+                call_error(ErrorCode::Unavailable.as_str(), INTERNAL_MESSAGE)
+            }
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        op: Operation,
+        headers: Option<&HeaderMap>,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, EdgeError> {
+        let token = headers
+            .and_then(|h| h.get(abi_auth::AUTH_HEADER))
+            .map_or("", |v| v.as_str());
+        let owner = abi_auth::verify(token, self.secret.expose(), None)
+            .map_err(|_| EdgeError::Unauthenticated)?;
+        // An overflow upload is above the broker limit, so above this cap too.
+        let overflowed = headers.is_some_and(|h| h.get(OVERFLOW_REQUEST_HEADER).is_some());
+        if payload.len() > self.max_payload || overflowed {
+            return Err(EdgeError::Refused(abi_registry::Error::new(
+                ErrorCode::PayloadTooLarge,
+                REQUEST_TOO_LARGE,
+            )));
+        }
+        let backend = &self.backend;
+        let bytes = match op {
+            Operation::Register => {
+                let req = pb::RegisterRequest::decode(payload)?;
+                let module_id = req.descriptor.as_ref().map_or("", |d| d.module_id.as_str());
+                if module_id != owner {
+                    // A module registers as itself: no other identity may take over its
+                    // agents, jobs, models or apps.
+                    return Err(EdgeError::Refused(abi_registry::Error::new(
+                        ErrorCode::PermissionDenied,
+                        format!(
+                            "Identity {} cannot register module {}: a module registers with a \
+                             token for its own module id",
+                            py_repr(&owner),
+                            py_repr(module_id)
+                        ),
+                    )));
+                }
+                match backend.mutate(Mutation::Register(req), &owner).await? {
+                    Outcome::Register(r) => r.encode_to_vec(),
+                    other => return Err(mismatch(op, &other)),
+                }
+            }
+            Operation::Renew => {
+                let req = pb::RenewRequest::decode(payload)?;
+                match backend.mutate(Mutation::Renew(req), &owner).await? {
+                    Outcome::Renew(r) => r.encode_to_vec(),
+                    other => return Err(mismatch(op, &other)),
+                }
+            }
+            Operation::Unregister => {
+                let req = pb::UnregisterRequest::decode(payload)?;
+                match backend.mutate(Mutation::Unregister(req), &owner).await? {
+                    Outcome::Unregister(r) => r.encode_to_vec(),
+                    other => return Err(mismatch(op, &other)),
+                }
+            }
+            Operation::Evict => {
+                let req = pb::EvictRequest::decode(payload)?;
+                match backend.mutate(Mutation::Evict(req), &owner).await? {
+                    Outcome::Evict(r) => r.encode_to_vec(),
+                    other => return Err(mismatch(op, &other)),
+                }
+            }
+            Operation::GetModule => {
+                let req = pb::GetModuleRequest::decode(payload)?;
+                backend.get_module(&req).await?.encode_to_vec()
+            }
+            Operation::ListModules => {
+                let req = pb::ListModulesRequest::decode(payload)?;
+                backend.list_modules(&req).await?.encode_to_vec()
+            }
+            Operation::AuthorizeAgent => {
+                let req = pb::AuthorizeAgentRequest::decode(payload)?;
+                let caller = self.caller(&req.caller_token, &req.instance_id)?;
+                let mut resp = backend.authorize_agent(&req, &owner).await?;
+                resp.caller_admin = backend.is_admin(&caller);
+                resp.caller_identity = caller;
+                resp.encode_to_vec()
+            }
+            Operation::AuthorizeModel => {
+                let req = pb::AuthorizeModelRequest::decode(payload)?;
+                let caller = self.caller(&req.caller_token, &req.instance_id)?;
+                let mut resp = backend.authorize_model(&req, &owner).await?;
+                resp.caller_admin = backend.is_admin(&caller);
+                resp.caller_identity = caller;
+                resp.encode_to_vec()
+            }
+            Operation::AuthorizeApp => {
+                let req = pb::AuthorizeAppRequest::decode(payload)?;
+                let caller = self.caller(&req.caller_token, &req.instance_id)?;
+                let mut resp = backend.authorize_app(&req, &owner).await?;
+                resp.caller_admin = backend.is_admin(&caller);
+                resp.caller_identity = caller;
+                resp.encode_to_vec()
+            }
+        };
+        Ok(bytes)
+    }
+
+    /// The identity of the caller a module asks about: its token must be bound to the
+    /// instance asking, so one sent to another instance (or kept) is refused.
+    fn caller(&self, caller_token: &str, instance_id: &str) -> Result<String, EdgeError> {
+        abi_auth::verify(caller_token, self.secret.expose(), Some(instance_id))
+            .map_err(|_| EdgeError::Unauthenticated)
+    }
+}
+
+fn mismatch(op: Operation, outcome: &Outcome) -> EdgeError {
+    EdgeError::Unavailable(Some(format!(
+        "{} produced an outcome of another operation: {outcome:?}",
+        op.as_str()
+    )))
+}
+
+fn call_error(code: &str, message: &str) -> CallError {
+    CallError {
+        code: code.to_owned(),
+        message: message.to_owned(),
+        // The reference never marks discovery errors retryable.
+        retryable: false,
+        status: None,
+    }
+}
+
+/// An empty `<Op>Response` carrying only `error`, encoded.
+fn error_response(op: Operation, error: CallError) -> Vec<u8> {
+    let error = Some(error);
+    match op {
+        Operation::Register => pb::RegisterResponse {
+            error,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+        Operation::Renew => pb::RenewResponse {
+            error,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+        Operation::Unregister => pb::UnregisterResponse { error }.encode_to_vec(),
+        Operation::Evict => pb::EvictResponse {
+            error,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+        Operation::GetModule => pb::GetModuleResponse {
+            error,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+        Operation::ListModules => pb::ListModulesResponse {
+            error,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+        Operation::AuthorizeAgent => pb::AuthorizeAgentResponse {
+            error,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+        Operation::AuthorizeModel => pb::AuthorizeModelResponse {
+            error,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+        Operation::AuthorizeApp => pb::AuthorizeAppResponse {
+            error,
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    }
+}
+
+/// Python's `repr()` of a string, which the reference's messages embed (`{x!r}`).
+fn py_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || (0x7f..0xa1).contains(&(c as u32)) || c == '\u{ad}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::py_repr;
+
+    #[test]
+    fn repr_like_python() {
+        assert_eq!(py_repr("api"), "'api'");
+        assert_eq!(py_repr(""), "''");
+        assert_eq!(py_repr("it's"), "\"it's\"");
+        assert_eq!(py_repr("a'b\"c"), "'a\\'b\"c'");
+        assert_eq!(py_repr("a\\b\n\x01"), "'a\\\\b\\n\\x01'");
+        assert_eq!(py_repr("é"), "'é'");
+    }
+}

@@ -1,0 +1,227 @@
+//! Helpers shared by the edge tests: an in-process owner, an RPC caller, tokens,
+//! request fixtures and a snapshot reader.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+pub mod binary;
+pub mod reference;
+
+use std::time::{Duration, SystemTime};
+
+use abi_discovery::config::Config;
+use abi_discovery::subjects::{self, Operation, Project};
+use abi_proto::discovery::v1 as pb;
+use async_nats::HeaderMap;
+use bytes::Bytes;
+use clap::Parser as _;
+use prost::Message as _;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// The project secret every test owner uses.
+pub const SECRET: &str = "edge-tests-secret-0123456789-abcdefghijklmnop";
+/// Generous deadline for one call on a loaded 2-core machine.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A token for the engine's services, signed with the project secret.
+pub fn service_token(identity: &str) -> String {
+    abi_auth::issue_service_token(
+        identity,
+        SECRET,
+        abi_auth::DEFAULT_TTL,
+        SystemTime::now(),
+        None,
+    )
+    .unwrap()
+}
+
+/// A module's own token, signed with its module key.
+pub fn module_token(identity: &str) -> String {
+    let key = abi_auth::module_key(SECRET, identity).unwrap();
+    abi_auth::issue_module_token(
+        identity,
+        &key,
+        abi_auth::DEFAULT_TTL,
+        SystemTime::now(),
+        None,
+    )
+    .unwrap()
+}
+
+/// A caller token bound to one instance (`aud`), signed with the project secret.
+pub fn bound_service_token(identity: &str, instance_id: &str) -> String {
+    abi_auth::issue_service_token(
+        identity,
+        SECRET,
+        abi_auth::BOUND_TTL,
+        SystemTime::now(),
+        Some(instance_id),
+    )
+    .unwrap()
+}
+
+/// A caller token bound to one instance, signed with the caller's module key.
+pub fn bound_module_token(identity: &str, instance_id: &str) -> String {
+    let key = abi_auth::module_key(SECRET, identity).unwrap();
+    abi_auth::issue_module_token(
+        identity,
+        &key,
+        abi_auth::BOUND_TTL,
+        SystemTime::now(),
+        Some(instance_id),
+    )
+    .unwrap()
+}
+
+/// A lease token of the size the rules require.
+pub fn lease_token(instance_id: &str) -> String {
+    format!("lease-{instance_id:0>40}")
+}
+
+/// A registration of `module_id` with one invocable agent `Researcher`, one model
+/// `chat` and one app `board`.
+pub fn register_request(module_id: &str, instance_id: &str) -> pb::RegisterRequest {
+    pb::RegisterRequest {
+        descriptor: Some(pb::ModuleDescriptor {
+            module_id: module_id.to_owned(),
+            package_version: "1.0.0".to_owned(),
+            contract_major: 1,
+            agents: vec![pb::AgentDescriptor {
+                name: "Researcher".to_owned(),
+                description: "Finds facts".to_owned(),
+                contract_major: 1,
+                capabilities: vec!["agent.invoke.v1".to_owned()],
+            }],
+            ..Default::default()
+        }),
+        instance_id: instance_id.to_owned(),
+        lease_token: lease_token(instance_id),
+        ..Default::default()
+    }
+}
+
+/// `abi-discovery`'s `run` in this process, on its own task.
+pub struct Owner {
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Owner {
+    /// Starts an owner of `project` on `url` (plus `extra` flags) and waits until it
+    /// answers.
+    pub async fn start(url: &str, project: &str, extra: &[&str]) -> Self {
+        let mut args = vec![
+            "abi-discovery",
+            "--nats-url",
+            url,
+            "--project",
+            project,
+            "--jwt-secret",
+            SECRET,
+        ];
+        args.extend_from_slice(extra);
+        let valid = Config::try_parse_from(args).unwrap().validate().unwrap();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(abi_discovery::run::run(valid, shutdown.clone()));
+        let rpc = Rpc::connect(url, project).await;
+        rpc.wait_ready().await;
+        Self { shutdown, task }
+    }
+
+    /// Stops it gracefully and returns what `run` returned.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        tokio::time::timeout(CALL_TIMEOUT, self.task)
+            .await
+            .expect("owner stops within the deadline")
+            .unwrap()
+    }
+}
+
+/// A NATS client calling one project's discovery subjects.
+#[derive(Clone)]
+pub struct Rpc {
+    pub client: async_nats::Client,
+    pub project: Project,
+}
+
+impl Rpc {
+    pub async fn connect(url: &str, project: &str) -> Self {
+        let client = async_nats::connect(url).await.unwrap();
+        Self {
+            client,
+            project: Project::new(project).unwrap(),
+        }
+    }
+
+    /// Waits (30 s at most) until some owner answers `list_modules`.
+    pub async fn wait_ready(&self) {
+        let token = service_token("api");
+        abi_test_support::wait_until(CALL_TIMEOUT, || {
+            let token = token.clone();
+            async move {
+                let request = pb::ListModulesRequest {
+                    limit: 1,
+                    ..Default::default()
+                };
+                let mut headers = HeaderMap::new();
+                headers.insert(abi_auth::AUTH_HEADER, token.as_str());
+                let subject = subjects::operation(&self.project, Operation::ListModules);
+                let sent = self.client.request_with_headers(
+                    subject,
+                    headers,
+                    request.encode_to_vec().into(),
+                );
+                matches!(
+                    tokio::time::timeout(Duration::from_secs(2), sent).await,
+                    Ok(Ok(_))
+                )
+            }
+        })
+        .await
+        .expect("discovery owner answers within 30 s");
+    }
+
+    /// Sends raw bytes with these headers and returns the raw reply.
+    pub async fn raw(&self, op: Operation, headers: HeaderMap, payload: Vec<u8>) -> Bytes {
+        let subject = subjects::operation(&self.project, op);
+        let reply = tokio::time::timeout(
+            CALL_TIMEOUT,
+            self.client
+                .request_with_headers(subject, headers, payload.into()),
+        )
+        .await
+        .expect("reply within the deadline")
+        .expect("request succeeds");
+        reply.payload
+    }
+
+    /// Sends `request` with `token` (if any) and decodes the reply as `R`.
+    pub async fn call<R: prost::Message + Default>(
+        &self,
+        op: Operation,
+        token: Option<&str>,
+        request: &impl prost::Message,
+    ) -> R {
+        let mut headers = HeaderMap::new();
+        if let Some(token) = token {
+            headers.insert(abi_auth::AUTH_HEADER, token);
+        }
+        let bytes = self.raw(op, headers, request.encode_to_vec()).await;
+        R::decode(bytes).expect("reply decodes")
+    }
+}
+
+/// The registry snapshot bytes of `project` as stored (empty when never written).
+pub async fn snapshot_bytes(client: &async_nats::Client, project: &str) -> Bytes {
+    let js = async_nats::jetstream::new(client.clone());
+    let kv = js
+        .get_key_value(format!("ABI_DISCOVERY_{project}"))
+        .await
+        .unwrap();
+    kv.get("registry").await.unwrap().unwrap_or_default()
+}
+
+/// The decoded registry snapshot of `project`.
+pub async fn snapshot(client: &async_nats::Client, project: &str) -> pb::RegistryState {
+    pb::RegistryState::decode(snapshot_bytes(client, project).await).unwrap()
+}
