@@ -7,7 +7,9 @@ operation at a time, and prints JSON lines:
   {"seq": "7:12", "i": 3, "op": "register", "owner": "o1", "now": 1000.5,
    "note": "...", "request": {...}, "expect": {...}}
 
-one per operation, then one per sequence with the stored snapshot:
+one per operation (the last of a random sequence is "view": every live
+record with its computed status), then one per sequence with the stored
+snapshot:
 
   {"seq": "7:12", "i": 40, "op": "snapshot", "now": ..., "expect": {"snapshot": "<hex>"}}
 
@@ -184,6 +186,7 @@ class Harness:
             "authorize_agent": lambda: service.authorize_agent(request, owner),
             "authorize_model": lambda: service.authorize_model(request, owner),
             "authorize_app": lambda: service.authorize_app(request, owner),
+            "view": lambda: self.view(),
         }
         try:
             response = await calls[op]()
@@ -224,6 +227,7 @@ class Harness:
         return expect
 
     def finish(self, difference: str = "") -> None:
+        """Closes the sequence with the stored snapshot."""
         line: dict[str, Any] = {
             "seq": self.seq,
             "i": self.index,
@@ -237,6 +241,14 @@ class Harness:
 
     def snapshot(self) -> pb.RegistryState:
         return pb.RegistryState.FromString(self.registry.data)
+
+    async def view(self) -> pb.RegistryState:
+        """What every lookup sees: the live records, statuses computed (the
+        reference's own ``_read`` filter and ``_ready``); abi_registry::view."""
+        state = self.snapshot()
+        live = pb.RegistryState(records=[r for r in state.records if r.instance.expires_at > self.now])
+        self.service._ready(live)
+        return live
 
 
 # ---------------------------------------------------------------- generation
@@ -778,6 +790,7 @@ async def random_sequence(seed: int, index: int, out: list[str]) -> Harness:
         await fill(gen, "bytes")
     for _ in range(rng.randint(20, 60)):
         await gen.step()
+    await h.call("view", pb.RegistryState())
     h.finish()
     return h
 

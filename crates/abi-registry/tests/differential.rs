@@ -248,6 +248,12 @@ fn count_statuses(report: &mut Report, op: &str, answer: &Value) {
                 .unwrap()
                 .instances
         }
+        "view" => pb::RegistryState::decode(bytes("response").as_slice())
+            .unwrap()
+            .records
+            .into_iter()
+            .filter_map(|r| r.instance)
+            .collect(),
         _ => Vec::new(),
     };
     for instance in instances {
@@ -279,7 +285,9 @@ fn describe(how: &str, line: &Value, want: &Value, have: &Value) -> String {
         };
         let bytes = hex::decode(answer[field].as_str()?).ok()?;
         Some(match op {
-            "snapshot" => format!("{:?}", pb::RegistryState::decode(bytes.as_slice()).ok()?),
+            "snapshot" | "view" => {
+                format!("{:?}", pb::RegistryState::decode(bytes.as_slice()).ok()?)
+            }
             "register" => format!("{:?}", pb::RegisterResponse::decode(bytes.as_slice()).ok()?),
             "renew" => format!("{:?}", pb::RenewResponse::decode(bytes.as_slice()).ok()?),
             "evict" => format!("{:?}", pb::EvictResponse::decode(bytes.as_slice()).ok()?),

@@ -14,7 +14,8 @@
 //! Each operation runs the way the discovery service runs it: the snapshot is
 //! kept as encoded bytes; a mutation decodes it, drops expired records, applies
 //! the mutation and stores the re-encoded result only on success; a lookup
-//! decodes it and answers from it as stored. A new `seq` starts from an empty
+//! decodes it and answers from it as stored (`view` answers with
+//! `abi_registry::view` of it). A new `seq` starts from an empty
 //! registry. The rules use a 20 s lease and the admin identities `api` and
 //! `engine`, or the line's `lease_seconds` and `admins`, as the harness
 //! configures the reference.
@@ -23,7 +24,7 @@ use std::io::{BufRead, BufWriter, Write};
 use std::process::ExitCode;
 
 use abi_proto::discovery::v1 as pb;
-use abi_registry::{Mutation, Outcome, Rules, prune_expired};
+use abi_registry::{Mutation, Outcome, Rules, prune_expired, view};
 use prost::Message;
 use serde_json::{Value, json};
 
@@ -152,6 +153,10 @@ impl Replay {
             "authorize_app" => {
                 let req = request!(&input, pb::AuthorizeAppRequest);
                 answer(self.rules.authorize_app(&self.state()?, &req, owner, now))
+            }
+            "view" => {
+                let live = view(&self.state()?, now);
+                json!({ "ok": true, "response": hex::encode(live.encode_to_vec()) })
             }
             other => return Err(format!("unknown op {other:?}")),
         };
