@@ -1,0 +1,284 @@
+//! Builders, store wrappers and harness shared by the core tests (store,
+//! writer, faults).
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod load;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use abi_discovery::clock::ManualClock;
+use abi_discovery::discovery::{Discovery, DiscoveryConfig};
+use abi_discovery::store::jetstream::{JetStreamStore, JetStreamStoreConfig};
+use abi_discovery::store::{CasError, Snapshot, SnapshotStore, StoreError};
+pub use abi_proto::discovery::v1 as pb;
+use abi_registry::{Error, Mutation, Outcome, RegistryState, Rules};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use prost::Message;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The identity the tests register as.
+pub const OWNER: &str = "owner";
+/// A fixed "now" for the manual clock, far from any lease expiry.
+pub const NOW: f64 = 1_800_000_000.0;
+/// Generous deadline for anything that should happen soon on a loaded box.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A valid registration of `module_id` (contract 1) as `instance_id`.
+pub fn registration(module_id: &str, instance_id: &str) -> pb::RegisterRequest {
+    pb::RegisterRequest {
+        descriptor: Some(pb::ModuleDescriptor {
+            module_id: module_id.to_owned(),
+            contract_major: 1,
+            ..Default::default()
+        }),
+        instance_id: instance_id.to_owned(),
+        lease_token: format!("{}{instance_id}", "t".repeat(32)),
+        ..Default::default()
+    }
+}
+
+/// Registers `instance_id` of module `m`.
+pub fn register(instance_id: &str) -> Mutation {
+    Mutation::Register(registration("m", instance_id))
+}
+
+/// A registration the rules refuse (`INVALID_ARGUMENT`: no module id).
+pub fn invalid_register(instance_id: &str) -> Mutation {
+    Mutation::Register(registration("", instance_id))
+}
+
+/// Unregisters `instance_id` (registered with [`register`]).
+pub fn unregister(instance_id: &str) -> Mutation {
+    let req = registration("m", instance_id);
+    Mutation::Unregister(pb::UnregisterRequest {
+        instance_id: req.instance_id,
+        lease_token: req.lease_token,
+        ..Default::default()
+    })
+}
+
+/// `get_module` for module `m` at contract 1.
+pub fn get_m() -> pb::GetModuleRequest {
+    pb::GetModuleRequest {
+        module_id: "m".to_owned(),
+        contract_major: 1,
+        ..Default::default()
+    }
+}
+
+/// The instance ids `get_module(m)` lists (empty when the module is gone).
+pub async fn listed(discovery: &Discovery) -> Vec<String> {
+    match discovery.get_module(&get_m()).await {
+        Ok(response) => response
+            .instances
+            .into_iter()
+            .map(|i| i.instance_id)
+            .collect(),
+        Err(e) if e.code() == abi_registry::ErrorCode::ModuleNotFound => Vec::new(),
+        Err(e) => panic!("get_module failed: {e}"),
+    }
+}
+
+/// Decodes a stored snapshot.
+pub fn decode(snapshot: &Snapshot) -> RegistryState {
+    RegistryState::decode(snapshot.bytes.clone()).unwrap()
+}
+
+/// Records of a state keyed by instance id (order-independent comparison).
+pub fn by_id(state: &RegistryState) -> BTreeMap<String, pb::RegistryRecord> {
+    let mut map = BTreeMap::new();
+    for record in &state.records {
+        let id = record.instance.as_ref().unwrap().instance_id.clone();
+        assert!(
+            map.insert(id.clone(), record.clone()).is_none(),
+            "instance {id} stored twice"
+        );
+    }
+    map
+}
+
+/// Applies `mutations` one by one to an empty registry at `now`, the way the
+/// writer does, and returns the state (for comparing with what was stored).
+pub fn replay(rules: &Rules, mutations: &[(Mutation, &str)], now: f64) -> RegistryState {
+    let mut state = RegistryState::default();
+    for (mutation, owner) in mutations {
+        abi_registry::prune_expired(&mut state, now);
+        let _ = rules.apply(&mut state, mutation, owner, now);
+    }
+    state
+}
+
+/// A started [`Discovery`] with its shutdown handles.
+pub struct Harness {
+    pub discovery: Discovery,
+    pub clock: Arc<ManualClock>,
+    pub tracker: TaskTracker,
+    pub shutdown: CancellationToken,
+}
+
+impl Harness {
+    /// A Discovery over `store` with a manual clock at [`NOW`].
+    pub fn start(store: Arc<dyn SnapshotStore>, cfg: DiscoveryConfig) -> Self {
+        let clock = Arc::new(ManualClock::new(NOW));
+        let tracker = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+        let discovery = Discovery::start(
+            store,
+            Rules::default(),
+            clock.clone(),
+            cfg,
+            &tracker,
+            shutdown.clone(),
+        );
+        Self {
+            discovery,
+            clock,
+            tracker,
+            shutdown,
+        }
+    }
+
+    /// Stops the writer and waits for it (bounded).
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        tokio::time::timeout(DEADLINE, self.tracker.wait())
+            .await
+            .expect("writer stops");
+    }
+}
+
+/// Unwraps a successful register outcome.
+pub fn registered(outcome: Result<Outcome, Error>) -> pb::RegisterResponse {
+    match outcome {
+        Ok(Outcome::Register(response)) => response,
+        other => panic!("expected a registration, got {other:?}"),
+    }
+}
+
+/// A store wrapper that counts calls and can make compare-and-swaps conflict,
+/// fail, hang or wait at a gate.
+#[derive(Debug)]
+pub struct TestStore {
+    pub inner: Arc<dyn SnapshotStore>,
+    pub reads: AtomicUsize,
+    pub cas_calls: AtomicUsize,
+    /// This many next compare-and-swaps conflict (usize::MAX: all).
+    pub conflicts_left: AtomicUsize,
+    /// This many next compare-and-swaps fail with a store error.
+    pub failures_left: AtomicUsize,
+    /// When set, every compare-and-swap first takes a permit (tests hand them
+    /// out to hold a batch in flight).
+    pub gate: Option<Arc<Semaphore>>,
+    /// When true, compare-and-swaps never finish.
+    pub hang: bool,
+    /// Signalled when a compare-and-swap reaches the gate.
+    pub at_gate: Arc<tokio::sync::Notify>,
+}
+
+impl TestStore {
+    pub fn new(inner: Arc<dyn SnapshotStore>) -> Self {
+        Self {
+            inner,
+            reads: AtomicUsize::new(0),
+            cas_calls: AtomicUsize::new(0),
+            conflicts_left: AtomicUsize::new(0),
+            failures_left: AtomicUsize::new(0),
+            gate: None,
+            hang: false,
+            at_gate: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    pub fn cas_calls(&self) -> usize {
+        self.cas_calls.load(Ordering::SeqCst)
+    }
+
+    fn take(counter: &AtomicUsize) -> bool {
+        counter
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| match n {
+                0 => None,
+                usize::MAX => Some(usize::MAX),
+                n => Some(n - 1),
+            })
+            .is_ok()
+    }
+}
+
+impl SnapshotStore for TestStore {
+    fn read(&self) -> BoxFuture<'_, Result<Snapshot, StoreError>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read()
+    }
+
+    fn compare_and_swap(
+        &self,
+        bytes: Bytes,
+        revision: u64,
+    ) -> BoxFuture<'_, Result<u64, CasError>> {
+        Box::pin(async move {
+            self.cas_calls.fetch_add(1, Ordering::SeqCst);
+            if let Some(gate) = &self.gate {
+                self.at_gate.notify_one();
+                gate.acquire().await.unwrap().forget();
+            }
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
+            if Self::take(&self.conflicts_left) {
+                return Err(CasError::Conflict);
+            }
+            if Self::take(&self.failures_left) {
+                return Err(CasError::Store(StoreError::backend(
+                    "compare_and_swap",
+                    "injected failure",
+                )));
+            }
+            self.inner.compare_and_swap(bytes, revision).await
+        })
+    }
+
+    fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        self.inner.revision()
+    }
+}
+
+/// Connects to `urls` (retrying on initial connect) with reconnects enabled.
+pub async fn connect(urls: &[String]) -> async_nats::Client {
+    let addrs: Vec<async_nats::ServerAddr> = urls.iter().map(|u| u.parse().unwrap()).collect();
+    tokio::time::timeout(
+        DEADLINE,
+        async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect(addrs),
+    )
+    .await
+    .expect("connect in time")
+    .expect("connect")
+}
+
+/// Opens the JetStream store of `project` on `client`.
+pub async fn jetstream_store(
+    client: &async_nats::Client,
+    project: &str,
+    replicas: usize,
+) -> JetStreamStore {
+    let context = async_nats::jetstream::new(client.clone());
+    JetStreamStore::open(
+        &context,
+        &JetStreamStoreConfig {
+            project: project.to_owned(),
+            replicas,
+            timeout: Duration::from_secs(5),
+        },
+    )
+    .await
+    .expect("open the registry bucket")
+}
