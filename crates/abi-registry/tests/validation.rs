@@ -750,3 +750,32 @@ fn replicas_must_declare_identical_jobs_and_apps() {
     descriptor(&mut newer).package_version = "1.0.1".into();
     reg.register(&newer).unwrap();
 }
+
+#[test]
+fn a_refused_registration_leaves_the_others_of_its_batch_in_place() {
+    // The writer applies a batch one mutation at a time; a refused one must
+    // leave the snapshot exactly as the previous one left it.
+    let mut reg = Registry::new();
+    let mut answers = Vec::new();
+    for (module, id) in [("a", "a"), ("b", "b"), ("bad.*", "bad"), ("c", "c")] {
+        let before = reg.bytes();
+        let answer = reg.register(&registration(module, id, &[]));
+        if answer.is_err() {
+            assert_eq!(reg.bytes(), before);
+        }
+        answers.push(answer.map(|r| r.instance.unwrap().instance_id));
+    }
+    assert_eq!(answers[0].as_deref(), Ok("a"));
+    assert_eq!(answers[1].as_deref(), Ok("b"));
+    assert_eq!(answers[2].as_ref().unwrap_err().to_string(), IDENTITY);
+    assert_eq!(answers[3].as_deref(), Ok("c"));
+    assert_eq!(reg.listed(), ["a", "b", "c"]);
+
+    // Twenty modules registered back to back are all listed.
+    let mut reg = Registry::new();
+    for i in 0..20 {
+        reg.register(&registration(&format!("m{i}"), &format!("i{i}"), &[]))
+            .unwrap();
+    }
+    assert_eq!(reg.list(100, "").unwrap().instances.len(), 20);
+}
