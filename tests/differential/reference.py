@@ -68,9 +68,12 @@ DIFFERENCES: dict[str, str] = {
     "negative-zero-timeout": (
         "A job's timeout_seconds of -0.0 is valid on both sides, but Python "
         "serializes -0.0 (its bits are not zero) while prost leaves it out like "
-        "+0.0, so the stored snapshot and the response bytes differ by that one "
-        "field. Both decode to a zero that compares equal. Pinned by the golden "
-        "vector job_descriptor_negative_zero."
+        "+0.0, so the stored snapshot and the answers differ by that one field; "
+        "and Python's message equality tells -0.0 from 0.0, so a replica (or a "
+        "retry) declaring the other zero is a DESCRIPTOR_CONFLICT there, while "
+        "we register it (comparing bits would not help: prost cannot keep -0.0 "
+        "through the stored snapshot). Pinned by the golden vector "
+        "job_descriptor_negative_zero."
     ),
     "json-nesting-at-python-recursion-limit": (
         "A job schema or trigger input nested about 1000 levels deep makes "
@@ -167,13 +170,20 @@ class Harness:
         self.codes: dict[str, int] = {}
 
     async def call(
-        self, op: str, request: Message, owner: str = "", note: str = "", difference: str = ""
+        self,
+        op: str,
+        request: Message,
+        owner: str = "",
+        note: str = "",
+        difference: str = "",
+        bytes_only: bool = False,
     ) -> Expect:
         """Runs one operation, records it with the reference's answer.
 
         ``difference`` marks an operation written to show a DIFFERENCES entry:
         the line names it, the request always travels as bytes (so unknown
         fields survive), and an internal error is recorded instead of raised.
+        ``bytes_only`` says both sides give the same answer, encoded apart.
         """
         service = self.service
         calls: dict[str, Callable[[], Any]] = {
@@ -214,6 +224,8 @@ class Harness:
             line["note"] = note
         if difference:
             line["difference"] = difference
+        if bytes_only:
+            line["bytes_only"] = True
         try:
             line["request"] = to_json(request)
             if difference:
@@ -226,7 +238,7 @@ class Harness:
         self.index += 1
         return expect
 
-    def finish(self, difference: str = "") -> None:
+    def finish(self, difference: str = "", bytes_only: bool = False) -> None:
         """Closes the sequence with the stored snapshot."""
         line: dict[str, Any] = {
             "seq": self.seq,
@@ -237,6 +249,8 @@ class Harness:
         }
         if difference:
             line["difference"] = difference
+        if bytes_only:
+            line["bytes_only"] = True
         self.out.append(json.dumps(line))
 
     def snapshot(self) -> pb.RegistryState:
@@ -1073,17 +1087,28 @@ async def difference_scenarios(out: list[str]) -> None:
     h = Harness("differences:negative-zero", 0.0, out)
     req = reg("z", "z1")
     req.descriptor.jobs.append(_job(timeout_seconds=-0.0))
-    await h.call("register", req, "o", difference="negative-zero-timeout")
-    await h.call("get_module", pb.GetModuleRequest(module_id="z", contract_major=1), difference="negative-zero-timeout")
-    h.finish(difference="negative-zero-timeout")
+    zero = "negative-zero-timeout"
+    await h.call("register", req, "o", difference=zero, bytes_only=True)
+    get = pb.GetModuleRequest(module_id="z", contract_major=1)
+    await h.call("get_module", get, difference=zero, bytes_only=True)
+    h.finish(difference=zero, bytes_only=True)
+    # ... and Python's message equality tells -0.0 from 0.0: a replica, or
+    # the same registration, declaring 0.0 is a conflict there.
+    h = Harness("differences:negative-zero-replica", 0.0, out)
+    await h.call("register", req, "o", difference=zero, bytes_only=True)
+    for iid in ("z1", "z2"):
+        plain = reg("z", iid)
+        plain.descriptor.jobs.append(_job(timeout_seconds=0.0))
+        await h.call("register", plain, "o", difference=zero)
+    h.finish(difference=zero)
 
     # Unknown fields: kept, stored and compared by Python only.
     h = Harness("differences:unknown-fields", 0.0, out)
     newer = reg("u", "u1")
     newer.descriptor.MergeFromString(bytes([0x98, 0x06, 0x01]))  # field 99 = 1
-    await h.call("register", newer, "o", difference="unknown-fields")
+    await h.call("register", newer, "o", difference="unknown-fields", bytes_only=True)
     await h.call("register", reg("u", "u1"), "o", difference="unknown-fields")
-    h.finish(difference="unknown-fields")
+    h.finish(difference="unknown-fields", bytes_only=True)
 
     # JSON nested near Python's recursion limit.
     h = Harness("differences:json-depth", 0.0, out)

@@ -8,7 +8,7 @@
 //!
 //! Known difference, pinned by `job_descriptor_negative_zero`: Python writes a
 //! double field holding -0.0 (its bits are not zero), prost leaves it out like
-//! +0.0. Both sides decode either form to a zero that compares equal.
+//! +0.0. prost decodes either form to a zero that compares equal.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
