@@ -27,13 +27,14 @@ pub(crate) fn refuse_cycles(
 ) -> Result<(), Error> {
     let d = record::or_empty(req.descriptor.as_ref());
     let root: Node = (d.module_id.clone(), d.contract_major);
-    let mut probe = state.clone();
-    let serving = status::apply_rollouts(&mut probe);
+    // The rollout choice as a write would make it, without changing `state`.
+    let (serving, drain) = status::plan_rollouts(state);
+    let drained: HashSet<usize> = drain.into_iter().collect();
 
     let mut edges: BTreeMap<String, Graph> = BTreeMap::new();
     let mut cohorts: HashMap<String, HashSet<String>> = HashMap::new();
-    for r in &probe.records {
-        if r.draining {
+    for (index, r) in state.records.iter().enumerate() {
+        if r.draining || drained.contains(&index) {
             continue;
         }
         let deps = record::descriptor(r)

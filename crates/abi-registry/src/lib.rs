@@ -105,8 +105,14 @@ pub fn prune_expired(state: &mut RegistryState, now: f64) {
 /// The live records with freshly computed statuses: what lookups see, for
 /// watchers and tools. `state` itself is not changed.
 pub fn view(state: &RegistryState, now: f64) -> RegistryState {
-    let mut live = state.clone();
-    prune_expired(&mut live, now);
+    let mut live = RegistryState {
+        records: state
+            .records
+            .iter()
+            .filter(|r| record::instance(r).expires_at > now)
+            .cloned()
+            .collect(),
+    };
     status::compute(&mut live);
     live
 }

@@ -84,6 +84,16 @@ pub(crate) fn compute(state: &mut pb::RegistryState) {
 /// failing that, the oldest generation with an initialized instance.
 /// Instances with no rollout id always count as served and oldest.
 pub(crate) fn apply_rollouts(state: &mut pb::RegistryState) -> Serving {
+    let (serving, drain) = plan_rollouts(state);
+    for index in drain {
+        state.records[index].draining = true;
+    }
+    serving
+}
+
+/// What [`apply_rollouts`] decides, without changing `state`: the serving
+/// generation per module id, and the indices of the records to mark draining.
+pub(crate) fn plan_rollouts(state: &pb::RegistryState) -> (Serving, Vec<usize>) {
     let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (index, record) in state.records.iter().enumerate() {
         if !record.rollout_id.is_empty() {
@@ -181,10 +191,7 @@ pub(crate) fn apply_rollouts(state: &mut pb::RegistryState) -> Serving {
         }
     }
     serving.extend(fallback);
-    for index in drain {
-        state.records[index].draining = true;
-    }
-    serving
+    (serving, drain)
 }
 
 /// Whether a rollout's initialized instance waits while another generation
