@@ -246,6 +246,24 @@ async fn a_hanging_store_times_out_as_unavailable() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_hanging_lookup_times_out_as_unavailable() {
+    let mut store = TestStore::new(Arc::new(MemoryStore::new()));
+    store.hang_reads = true;
+    let cfg = DiscoveryConfig {
+        store_timeout: Duration::from_secs(3),
+        ..DiscoveryConfig::default()
+    };
+    let harness = Harness::start(Arc::new(store), cfg);
+    let started = tokio::time::Instant::now();
+    let failed = harness.discovery.get_module(&get_m()).await.unwrap_err();
+    assert_eq!(failed.code(), ErrorCode::Unavailable);
+    assert_eq!(failed.message(), UNAVAILABLE_MESSAGE);
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+    assert_eq!(harness.discovery.stats().store_errors, 1);
+    harness.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn max_delay_lingers_for_a_fuller_batch() {
     let store = Arc::new(TestStore::new(Arc::new(MemoryStore::new())));
     let cfg = DiscoveryConfig {

@@ -19,6 +19,18 @@
 //!
 //! Everything here panics on failure, with a message: that is how a test
 //! fails.
+//!
+//! Use it from another crate's tests with a path dev-dependency:
+//!
+//! ```toml
+//! [dev-dependencies]
+//! abi-test-support = { path = "../abi-test-support" }
+//! ```
+//!
+//! Servers are real processes with real time: start them in ordinary
+//! `#[tokio::test]`s (a paused tokio clock does not speed them up). Give each
+//! test its own server (cheap: ~50 ms) or at least its own bucket and project
+//! via [`unique_name`], so tests run in parallel.
 
 // This crate only runs inside tests, where a panic with a clear message is
 // the failure report.

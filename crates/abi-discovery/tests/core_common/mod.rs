@@ -179,6 +179,8 @@ pub struct TestStore {
     pub gate: Option<Arc<Semaphore>>,
     /// When true, compare-and-swaps never finish.
     pub hang: bool,
+    /// When true, reads and revision checks never finish.
+    pub hang_reads: bool,
     /// Signalled when a compare-and-swap reaches the gate.
     pub at_gate: Arc<tokio::sync::Notify>,
 }
@@ -193,6 +195,7 @@ impl TestStore {
             failures_left: AtomicUsize::new(0),
             gate: None,
             hang: false,
+            hang_reads: false,
             at_gate: Arc::new(tokio::sync::Notify::new()),
         }
     }
@@ -215,6 +218,9 @@ impl TestStore {
 impl SnapshotStore for TestStore {
     fn read(&self) -> BoxFuture<'_, Result<Snapshot, StoreError>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.hang_reads {
+            return Box::pin(std::future::pending());
+        }
         self.inner.read()
     }
 
@@ -246,6 +252,9 @@ impl SnapshotStore for TestStore {
     }
 
     fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+        if self.hang_reads {
+            return Box::pin(std::future::pending());
+        }
         self.inner.revision()
     }
 }
