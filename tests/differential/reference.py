@@ -405,6 +405,8 @@ class Generator:
         return copy
 
     def cohort(self, module: str, rollout: str) -> list[str]:
+        """The rollout's module ids (empty: this module alone), in any order;
+        rarely a changed or self-less one, which the rules refuse."""
         r = self.rng
         if rollout not in self.cohorts or r.random() < 0.05:
             choice = r.random()
@@ -420,6 +422,7 @@ class Generator:
         return cohort
 
     def owner(self) -> str:
+        """A caller identity: opaque to the rules, so any string will do."""
         return self.rng.choice(["o1", "o1", "o1", "o1", "o2", "api", "", "ö"])
 
     def valid_register(self) -> tuple[pb.RegisterRequest, str, str]:
