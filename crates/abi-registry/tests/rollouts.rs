@@ -310,3 +310,64 @@ fn members_of_one_rollout_must_declare_the_same_cohort() {
     );
     assert_eq!(reg.bytes(), before);
 }
+
+#[test]
+fn a_rollout_waits_for_an_initialized_dependency_outside_its_cohort() {
+    let mut reg = Registry::new();
+    reg.up(&registration("a", "a-old", &[]));
+    let x = registration("x", "x-1", &[]);
+    reg.register(&x).unwrap();
+    reg.now = 1.0;
+    reg.up(&in_rollout(
+        registration("a", "a-new", &["x"]),
+        "release-2",
+        &[],
+    ));
+    // x is registered but not initialized: release-2 is not complete.
+    assert_eq!(
+        reg.statuses("a", 1),
+        statuses(&[("a-old", "READY"), ("a-new", "STAGED")])
+    );
+    reg.renew(&x).unwrap();
+    assert_eq!(
+        reg.statuses("a", 1),
+        statuses(&[("a-old", "DRAINING"), ("a-new", "READY")])
+    );
+}
+
+#[test]
+fn a_cohort_dependency_must_be_met_at_its_contract_major() {
+    let mut reg = Registry::new();
+    reg.up(&registration("a", "a-old", &[]));
+    reg.up(&registration("b", "b-old", &[]));
+    reg.now = 1.0;
+    let mut new_a = in_rollout(registration("a", "a-new", &["b"]), "release-2", COHORT);
+    descriptor(&mut new_a).dependencies[0].contract_major = 2;
+    reg.up(&new_a);
+    reg.up(&in_rollout(
+        registration("b", "b-new", &[]),
+        "release-2",
+        COHORT,
+    ));
+    // The cohort brings b at contract 1 only: release-2 never completes.
+    assert_eq!(
+        reg.statuses("a", 1),
+        statuses(&[("a-old", "READY"), ("a-new", "STAGED")])
+    );
+    assert_eq!(
+        reg.statuses("b", 1),
+        statuses(&[("b-old", "READY"), ("b-new", "STAGED")])
+    );
+}
+
+#[test]
+fn rollouts_that_start_together_are_ordered_by_rollout_id() {
+    let mut reg = Registry::new();
+    reg.up(&in_rollout(registration("a", "a-1", &[]), "release-1", &[]));
+    reg.up(&in_rollout(registration("a", "a-2", &[]), "release-2", &[]));
+    // Both complete, both registered at 0: the greater id is the later one.
+    assert_eq!(
+        reg.statuses("a", 1),
+        statuses(&[("a-1", "DRAINING"), ("a-2", "READY")])
+    );
+}
