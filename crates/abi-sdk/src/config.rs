@@ -65,6 +65,7 @@ pub struct DiscoveryConfig {
     pub(crate) refresh_interval: Duration,
     pub(crate) rollout_id: String,
     pub(crate) rollout_modules: Vec<String>,
+    pub(crate) watch: bool,
 }
 
 impl Default for DiscoveryConfig {
@@ -75,6 +76,7 @@ impl Default for DiscoveryConfig {
             refresh_interval: DEFAULT_REFRESH_INTERVAL,
             rollout_id: String::new(),
             rollout_modules: Vec::new(),
+            watch: true,
         }
     }
 }
@@ -118,6 +120,14 @@ impl DiscoveryConfig {
         S: Into<String>,
     {
         self.rollout_modules = modules.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Whether readiness waits react to registry events (default true).
+    /// Off, they only poll every refresh interval, like the reference.
+    #[must_use]
+    pub fn watch(mut self, enabled: bool) -> Self {
+        self.watch = enabled;
         self
     }
 

@@ -145,7 +145,8 @@ impl Session {
                 } else {
                     SessionErrorKind::Register
                 };
-                SessionError::new(kind, "could not register with discovery").with_source(e)
+                SessionError::new(kind, format!("could not register with discovery: {e}"))
+                    .with_source(e)
             })?;
         }
         info!(instance_id = %shared.instance_id, module_id = %shared.descriptor.module_id, "registered with discovery");

@@ -277,8 +277,8 @@ enum Ended {
     Gate(RunError),
 }
 
-fn hook_error(kind: RunErrorKind, hook: &str) -> impl FnOnce(BoxError) -> RunError + '_ {
-    move |err| RunError::new(kind, format!("{hook} failed: {err}")).with_source(err)
+fn hook_error(kind: RunErrorKind) -> impl FnOnce(BoxError) -> RunError {
+    move |err| RunError::new(kind, err.to_string()).with_source(err)
 }
 
 /// Awaits `fut` unless `stop` fires first (`None`).
@@ -361,8 +361,9 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         .map(|d| d.refresh_interval)
         .unwrap_or(Duration::from_secs(2));
     let gated = client.is_some() && !rollout.id.is_empty() && !job_hosts.is_empty();
+    let watched = discovery.as_ref().is_some_and(|d| d.watch);
     let mut watch: Option<RegistryWatch> = match &client {
-        Some(c) if !dependencies.is_empty() || gated => {
+        Some(c) if watched && (!dependencies.is_empty() || gated) => {
             Some(c.watch_with(WatchOptions::default().check_interval(refresh)))
         }
         _ => None,
@@ -374,11 +375,11 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
 
     let outcome: Result<(), RunError> = async {
         // Startup. A stop request between steps ends the module cleanly.
-        module.on_load(&cx).await.map_err(hook_error(RunErrorKind::Load, "on_load"))?;
+        module.on_load(&cx).await.map_err(hook_error(RunErrorKind::Load))?;
         if let (Some(client), Some(d)) = (&client, &discovery) {
             let started = until(&stop, Session::start(client.clone(), spec.descriptor.clone(), rollout.clone())).await;
             let Some(started) = started else { return Ok(()) };
-            let started = started.map_err(|e| RunError::new(RunErrorKind::Register, e.to_string()).with_source(e))?;
+            let started = started.map_err(|e| RunError::new(RunErrorKind::Register, e.message().to_owned()).with_source(e))?;
             cx.set_session(started.handle());
             session = Some(started);
             if !dependencies.is_empty() {
@@ -407,7 +408,7 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         module
             .on_initialized(&cx)
             .await
-            .map_err(hook_error(RunErrorKind::Initialized, "on_initialized"))?;
+            .map_err(hook_error(RunErrorKind::Initialized))?;
         for host in hosts {
             host.start().await.map_err(host_error(host.as_ref(), "start"))?;
         }
@@ -458,10 +459,13 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
             std::future::pending::<Result<(), RunError>>().await
         };
         tokio::pin!(gate);
+        // Biased: a stop wakes `run` too (it usually waits on `stopping`), and
+        // the stop must win so that the module drains.
         let ended = tokio::select! {
-            result = &mut run => Ended::Run(result),
+            biased;
             () = stop.cancelled() => Ended::Stop,
             () = drain_requested.cancelled() => Ended::Stop,
+            result = &mut run => Ended::Run(result),
             err = session_failed(&mut session) => Ended::Session(err),
             result = &mut gate => match result {
                 Err(err) => Ended::Gate(err),
@@ -470,7 +474,7 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         };
         match ended {
             Ended::Run(Ok(())) => Ok(()),
-            Ended::Run(Err(err)) => Err(hook_error(RunErrorKind::Run, "run")(err)),
+            Ended::Run(Err(err)) => Err(hook_error(RunErrorKind::Run)(err)),
             Ended::Session(err) => Err(err.into()),
             Ended::Gate(err) => Err(err),
             Ended::Stop => {
@@ -531,7 +535,7 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
     let unloaded = module
         .on_unloaded(&cx)
         .await
-        .map_err(hook_error(RunErrorKind::Unloaded, "on_unloaded"));
+        .map_err(hook_error(RunErrorKind::Unloaded));
     if let Some(session) = session.take() {
         session.close().await;
     }

@@ -1,0 +1,148 @@
+//! The runner's order of hooks, hosts and registration, and how startup fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use abi_sdk_e2e::World;
+
+fn position(events: &[String], name: &str) -> usize {
+    events
+        .iter()
+        .position(|e| e == name)
+        .unwrap_or_else(|| panic!("no {name} in {events:?}"))
+}
+
+fn before(events: &[String], first: &str, then: &str) {
+    assert!(
+        position(events, first) < position(events, then),
+        "{first} should come before {then}: {events:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_rollout_hooks_and_hosts_run_in_order_and_sigterm_drains() {
+    let world = World::start(20.0).await;
+    let mut module = world.spawn("solo", &[("E2E_JOB_HOST", "1")]);
+    module.expect("run").await;
+    world.wait_status("solo", "READY").await;
+
+    module.signal("TERM");
+    assert!(module.wait().await.success());
+    let events = module.events();
+    for (first, then) in [
+        ("on_load", "on_initialized"),
+        ("on_initialized", "job_host"),
+        ("job_host", "run"),
+        ("run", "on_unloaded"),
+        ("on_unloaded", "exit"),
+    ] {
+        before(&events, first, then);
+    }
+    // Without a rollout the job host starts before readiness, and never prepares alone.
+    assert!(module.saw("job_host start"));
+    assert!(!module.saw("job_host prepare"));
+    let drain = module
+        .lines
+        .iter()
+        .position(|l| l.starts_with("EVENT job_host drain"));
+    let close = module
+        .lines
+        .iter()
+        .position(|l| l.starts_with("EVENT job_host close"));
+    assert!(drain.unwrap() < close.unwrap(), "{:#?}", module.lines);
+    assert!(module.saw("exit ok"));
+    world.wait_gone("solo").await;
+}
+
+#[tokio::test]
+async fn with_a_rollout_the_job_host_prepares_first_and_starts_once_serving() {
+    let world = World::start(20.0).await;
+    let mut module = world.spawn("rolled", &[("E2E_JOB_HOST", "1"), ("ABI_ROLLOUT_ID", "r1")]);
+    let prepare = module.expect("job_host prepare").await;
+    let start = module.expect("job_host start").await;
+    let initialized = module.expect("on_initialized").await;
+    assert!(
+        abi_sdk_e2e::ModuleProc::time_of(&initialized)
+            <= abi_sdk_e2e::ModuleProc::time_of(&prepare)
+    );
+    assert!(abi_sdk_e2e::ModuleProc::time_of(&prepare) <= abi_sdk_e2e::ModuleProc::time_of(&start));
+    world.wait_status("rolled", "READY").await;
+    let events = module.events();
+    // Prepared before the instance reported itself initialized (run comes after that).
+    before(&events, "job_host", "run");
+    module.signal("TERM");
+    assert!(module.wait().await.success());
+    world.wait_gone("rolled").await;
+}
+
+#[tokio::test]
+async fn a_failing_hook_stops_the_module_with_its_kind_and_unregisters() {
+    let world = World::start(20.0).await;
+    let mut module = world.spawn("faulty", &[("E2E_FAIL", "on_initialized")]);
+    let status = module.wait().await;
+    assert!(!status.success());
+    assert!(module.saw("exit error Initialized"), "{:#?}", module.lines);
+    assert!(module.saw("on_unloaded"));
+    world.wait_gone("faulty").await;
+
+    let mut module = world.spawn("faulty2", &[("E2E_FAIL", "on_load")]);
+    assert!(!module.wait().await.success());
+    assert!(module.saw("exit error Load"), "{:#?}", module.lines);
+    assert!(!module.saw("on_initialized"));
+}
+
+#[tokio::test]
+async fn startup_is_bounded_by_the_startup_timeout() {
+    let world = World::start(20.0).await;
+    let started = std::time::Instant::now();
+    let mut module = world.spawn(
+        "waiter",
+        &[("E2E_DEPS", "never:1"), ("E2E_STARTUP_MS", "1500")],
+    );
+    assert!(!module.wait().await.success());
+    assert!(
+        module.saw("exit error DependencyTimeout"),
+        "{:#?}",
+        module.lines
+    );
+    assert!(!module.saw("on_initialized"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    world.wait_gone("waiter").await;
+}
+
+#[tokio::test]
+async fn dependencies_without_a_registry_fail_clearly() {
+    let world = World::start(20.0).await;
+    // Dependencies declared, discovery not configured: refused before connecting.
+    let mut env = world.module_env("lonely");
+    env.retain(|(k, _)| k != "ABI_PROJECT");
+    env.push(("E2E_DEPS".into(), "store:1".into()));
+    let mut module = abi_sdk_e2e::ModuleProc::spawn("lonely", &env);
+    assert!(!module.wait().await.success());
+    assert!(module.saw("exit error Config"), "{:#?}", module.lines);
+    assert!(!module.saw("on_load"));
+
+    // Discovery configured but no service serves the project.
+    let mut module = world.spawn("lost", &[("ABI_PROJECT", "nobody_serves_this")]);
+    assert!(!module.wait().await.success());
+    assert!(module.saw("exit error Register"), "{:#?}", module.lines);
+    assert!(
+        module.lines.iter().any(|l| l.contains("no responders")),
+        "{:#?}",
+        module.lines
+    );
+}
+
+#[tokio::test]
+async fn without_discovery_a_module_runs_as_before() {
+    let world = World::start(20.0).await;
+    let mut env = world.module_env("plain");
+    env.retain(|(k, _)| k != "ABI_PROJECT" && k != "ABI_MODULE_KEY");
+    env.push(("ABI_HEALTH_PORT".into(), "0".into()));
+    env.push(("ABI_HEALTH_HOST".into(), "127.0.0.1".into()));
+    let mut module = abi_sdk_e2e::ModuleProc::spawn("plain", &env);
+    let run = module.expect("run").await;
+    assert!(run.contains("status=DISABLED"), "{run}");
+    module.expect("health").await;
+    module.signal("INT");
+    assert!(module.wait().await.success());
+    assert!(module.saw("exit ok"));
+}
