@@ -277,12 +277,14 @@ impl Writer {
 
     /// Reads and decodes the snapshot, caching it.
     async fn read(&self) -> Result<Decoded, AttemptError> {
-        let token = match tokio::time::timeout(self.cfg.store_timeout, self.store.read()).await {
+        let snapshot = match tokio::time::timeout(self.cfg.store_timeout, self.store.read()).await {
             Ok(Ok(snapshot)) => snapshot,
             Ok(Err(e)) => return Err(AttemptError::Store(error_chain(&e))),
             Err(_) => return Err(AttemptError::Store(self.timed_out("read"))),
         };
-        let decoded = decode(token.bytes, token.revision, token.revision)
+        // Only this snapshot's own revision vouches for it (the token of a
+        // bucket holding nothing else).
+        let decoded = decode(snapshot.bytes, snapshot.revision, snapshot.revision)
             .map_err(|e| AttemptError::Store(e.to_string()))?;
         self.cache.offer(decoded.clone());
         Ok(decoded)

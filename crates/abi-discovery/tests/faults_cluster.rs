@@ -56,7 +56,7 @@ async fn stream_leader_loss_under_load_loses_nothing_acknowledged() {
         .await
         .expect("the service writes again after re-election");
     let seen = load.finish().await;
-    let new_leader = stream_leader(&client, &stream).await.expect("a new leader");
+    let new_leader = elected(&client, &stream, Some(&leader)).await;
     assert_ne!(new_leader, leader);
 
     let listed: BTreeSet<String> = listed(&harness.discovery).await.into_iter().collect();
@@ -90,6 +90,22 @@ async fn stream_leader_loss_under_load_loses_nothing_acknowledged() {
         harness.discovery.stats()
     );
     harness.stop().await;
+}
+
+/// Waits for a stream leader other than `not` and returns its name.
+async fn elected(client: &async_nats::Client, stream: &str, not: Option<&str>) -> String {
+    let found = std::sync::Mutex::new(None);
+    wait_until(DEADLINE, || async {
+        let leader = stream_leader(client, stream)
+            .await
+            .filter(|leader| Some(leader.as_str()) != not);
+        let elected = leader.is_some();
+        *found.lock().unwrap() = leader;
+        elected
+    })
+    .await
+    .expect("a stream leader is elected");
+    found.into_inner().unwrap().unwrap()
 }
 
 async fn listed_contains(harness: &Harness, id: &str) -> bool {

@@ -259,18 +259,13 @@ impl SnapshotStore for TestStore {
     }
 }
 
-/// Connects to `urls` (retrying on initial connect) with reconnects enabled.
+/// Connects to one of `urls` (waiting until connected); reconnects are on.
 pub async fn connect(urls: &[String]) -> async_nats::Client {
     let addrs: Vec<async_nats::ServerAddr> = urls.iter().map(|u| u.parse().unwrap()).collect();
-    tokio::time::timeout(
-        DEADLINE,
-        async_nats::ConnectOptions::new()
-            .retry_on_initial_connect()
-            .connect(addrs),
-    )
-    .await
-    .expect("connect in time")
-    .expect("connect")
+    tokio::time::timeout(DEADLINE, async_nats::ConnectOptions::new().connect(addrs))
+        .await
+        .expect("connect in time")
+        .expect("connect")
 }
 
 /// Opens the JetStream store of `project` on `client`.
