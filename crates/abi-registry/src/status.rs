@@ -282,3 +282,83 @@ fn earlier(a: (bool, f64, &str), b: (bool, f64, &str)) -> bool {
         a.2 < b.2
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(module: &str, rollout: &str, start: f64, initialized: bool) -> pb::RegistryRecord {
+        pb::RegistryRecord {
+            instance: Some(pb::Instance {
+                descriptor: Some(pb::ModuleDescriptor {
+                    module_id: module.into(),
+                    contract_major: 1,
+                    ..Default::default()
+                }),
+                instance_id: format!("{module}-{rollout}"),
+                ..Default::default()
+            }),
+            initialized,
+            rollout_id: rollout.into(),
+            registered_at: start,
+            rollout_modules: if rollout.is_empty() {
+                Vec::new()
+            } else {
+                vec![module.into()]
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tuples_compare_like_python() {
+        assert!(later((2.0, "a"), (1.0, "b")));
+        assert!(later((1.0, "b"), (1.0, "a")));
+        assert!(!later((1.0, "a"), (1.0, "a")));
+        // Served first, then the oldest start, then the rollout id.
+        assert!(earlier((false, 9.0, "z"), (true, 0.0, "a")));
+        assert!(earlier((false, f64::NEG_INFINITY, ""), (false, 0.0, "a")));
+        assert!(earlier((true, 1.0, "a"), (true, 1.0, "b")));
+        assert!(!earlier((true, 1.0, "b"), (true, 1.0, "b")));
+    }
+
+    #[test]
+    fn planning_changes_nothing_and_applying_marks_what_was_planned() {
+        let mut state = pb::RegistryState {
+            records: vec![
+                record("a", "", 0.0, true),
+                record("a", "r1", 1.0, true),
+                record("a", "r2", 2.0, false),
+            ],
+        };
+        let before = state.clone();
+        let (serving, drain) = plan_rollouts(&state);
+        assert_eq!(state, before);
+        // r1 is complete and serves; the plain generation drains; the newer,
+        // incomplete r2 waits without draining.
+        assert_eq!(serving.get("a").map(String::as_str), Some("r1"));
+        assert_eq!(drain, vec![0]);
+        assert_eq!(apply_rollouts(&mut state), serving);
+        let draining: Vec<bool> = state.records.iter().map(|r| r.draining).collect();
+        assert_eq!(draining, [true, false, false]);
+        compute(&mut state);
+        let statuses: Vec<&str> = state.records.iter().map(record::status).collect();
+        assert_eq!(statuses, [DRAINING, READY, STARTING]);
+    }
+
+    #[test]
+    fn without_a_complete_rollout_the_oldest_initialized_generation_serves() {
+        let mut first = record("a", "r1", 1.0, true);
+        let mut second = record("a", "r2", 2.0, true);
+        // Cohorts naming a missing module: neither rollout completes.
+        first.rollout_modules = vec!["a".into(), "b".into()];
+        second.rollout_modules = vec!["a".into(), "b".into()];
+        let mut state = pb::RegistryState {
+            records: vec![second, first],
+        };
+        compute(&mut state);
+        let statuses: Vec<&str> = state.records.iter().map(record::status).collect();
+        assert_eq!(statuses, [STAGED, READY]);
+        assert!(state.records.iter().all(|r| !r.draining));
+    }
+}
