@@ -15,6 +15,10 @@
 //! a second after another owner acknowledged its eviction, so we do not keep
 //! it: those calls use the same token check as every lookup, which already
 //! avoids the download that made the shortcut worthwhile.
+//!
+//! **Coalescing.** Concurrent lookups share one check (and download): a
+//! lookup joins a check that starts after it arrived, never one already
+//! under way (see `store::coalesce`), so sharing keeps read-your-writes.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -31,6 +35,7 @@ use tracing::Instrument;
 use crate::clock::Clock;
 use crate::store::SnapshotStore;
 use crate::store::cache::SnapshotCache;
+use crate::store::coalesce::Coalescer;
 use crate::writer::{self, Counters, UNAVAILABLE_MESSAGE, WriteCmd, Writer, WriterConfig};
 
 /// Default writer queue capacity: enough for bursts from a few hundred
@@ -90,9 +95,10 @@ pub struct DiscoveryStats {
     pub store_errors: u64,
     /// Lookups served.
     pub lookups: u64,
-    /// Lookups served from the cached snapshot.
+    /// Snapshot checks (shared by coalesced lookups) that found the cached
+    /// snapshot current.
     pub cache_hits: u64,
-    /// Snapshot downloads by lookups.
+    /// Snapshot downloads by lookup checks.
     pub reloads: u64,
 }
 
@@ -105,9 +111,18 @@ pub struct Discovery {
 #[derive(Debug)]
 struct Inner {
     cmd_tx: mpsc::Sender<WriteCmd>,
-    store: Arc<dyn SnapshotStore>,
     rules: Rules,
     clock: Arc<dyn Clock>,
+    counters: Arc<Counters>,
+    reader: Reader,
+    lookups: Coalescer<Result<Arc<pb::RegistryState>, Error>>,
+}
+
+/// What a lookup needs to load the snapshot; owned by each flight (it holds
+/// no reference back to [`Inner`], so flights never keep it alive).
+#[derive(Debug, Clone)]
+struct Reader {
+    store: Arc<dyn SnapshotStore>,
     cache: Arc<SnapshotCache>,
     counters: Arc<Counters>,
     store_timeout: Duration,
@@ -148,12 +163,16 @@ impl Discovery {
         Self {
             inner: Arc::new(Inner {
                 cmd_tx,
-                store,
                 rules,
                 clock,
-                cache,
-                counters,
-                store_timeout: cfg.store_timeout,
+                counters: Arc::clone(&counters),
+                reader: Reader {
+                    store,
+                    cache,
+                    counters,
+                    store_timeout: cfg.store_timeout,
+                },
+                lookups: Coalescer::default(),
             }),
         }
     }
@@ -295,25 +314,12 @@ impl Discovery {
     ///
     /// Cancel safe (reads only).
     pub async fn snapshot(&self) -> Result<Arc<pb::RegistryState>, Error> {
-        let inner = &self.inner;
-        Counters::bump(&inner.counters.lookups);
-        let token = self.bounded("revision", inner.store.revision()).await?;
-        if let Some(cached) = inner.cache.get()
-            && cached.token == token
-        {
-            Counters::bump(&inner.counters.cache_hits);
-            return Ok(cached.state);
-        }
-        let snapshot = self.bounded("read", inner.store.read()).await?;
-        let decoded = writer::decode(snapshot.bytes, snapshot.revision, token).map_err(|e| {
-            Counters::bump(&inner.counters.store_errors);
-            tracing::warn!(error = %e, revision = snapshot.revision, "registry snapshot does not decode");
-            unavailable()
-        })?;
-        Counters::bump(&inner.counters.reloads);
-        let state = Arc::clone(&decoded.state);
-        inner.cache.offer(decoded);
-        Ok(state)
+        Counters::bump(&self.inner.counters.lookups);
+        let reader = self.inner.reader.clone();
+        self.inner
+            .lookups
+            .join(move || Box::pin(async move { reader.load().await }))
+            .await
     }
 
     /// The rules this service applies.
@@ -338,6 +344,30 @@ impl Discovery {
             reloads: get(&c.reloads),
         }
     }
+}
+
+impl Reader {
+    /// The current snapshot: the cached one while the store's change token
+    /// still vouches for it, else a fresh download.
+    async fn load(&self) -> Result<Arc<pb::RegistryState>, Error> {
+        let token = self.bounded("revision", self.store.revision()).await?;
+        if let Some(cached) = self.cache.get()
+            && cached.token == token
+        {
+            Counters::bump(&self.counters.cache_hits);
+            return Ok(cached.state);
+        }
+        let snapshot = self.bounded("read", self.store.read()).await?;
+        let decoded = writer::decode(snapshot.bytes, snapshot.revision, token).map_err(|e| {
+            Counters::bump(&self.counters.store_errors);
+            tracing::warn!(error = %e, revision = snapshot.revision, "registry snapshot does not decode");
+            unavailable()
+        })?;
+        Counters::bump(&self.counters.reloads);
+        let state = Arc::clone(&decoded.state);
+        self.cache.offer(decoded);
+        Ok(state)
+    }
 
     /// Runs a store call under the store deadline; failures become
     /// `UNAVAILABLE` (logged here, once).
@@ -346,14 +376,13 @@ impl Discovery {
         op: &'static str,
         call: impl Future<Output = Result<T, crate::store::StoreError>>,
     ) -> Result<T, Error> {
-        let inner = &self.inner;
-        let error = match tokio::time::timeout(inner.store_timeout, call).await {
+        let error = match tokio::time::timeout(self.store_timeout, call).await {
             Ok(Ok(value)) => return Ok(value),
             Ok(Err(e)) => writer::error_chain(&e),
-            Err(_) => format!("timed out after {:?}", inner.store_timeout),
+            Err(_) => format!("timed out after {:?}", self.store_timeout),
         };
-        Counters::bump(&inner.counters.store_errors);
-        inner.cache.clear();
+        Counters::bump(&self.counters.store_errors);
+        self.cache.clear();
         tracing::warn!(op, %error, "registry lookup failed");
         Err(unavailable())
     }

@@ -339,6 +339,46 @@ async fn lookups_see_acknowledged_writes_and_skip_unchanged_downloads() {
 }
 
 #[tokio::test]
+async fn concurrent_lookups_share_checks_that_start_after_they_arrive() {
+    let memory = Arc::new(MemoryStore::new());
+    let gate = Arc::new(Semaphore::new(0));
+    let mut store = TestStore::new(memory.clone());
+    store.revision_gate = Some(gate.clone());
+    let store = Arc::new(store);
+    let harness = Harness::start(store.clone(), config(64));
+    let d = harness.discovery.clone();
+
+    // A first lookup's check is under way (held at the gate)...
+    let early = {
+        let d = d.clone();
+        tokio::spawn(async move { listed(&d).await })
+    };
+    store.at_revision_gate.notified().await;
+    // ...when another owner's write is acknowledged...
+    let other = Harness::start(memory.clone(), config(64));
+    registered(other.discovery.mutate(register("new"), OWNER).await);
+    // ...and ten more lookups arrive: they share one later check.
+    let late: Vec<_> = (0..10)
+        .map(|_| {
+            let d = d.clone();
+            tokio::spawn(async move { listed(&d).await })
+        })
+        .collect();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    gate.add_permits(100);
+    early.await.unwrap();
+    for lookup in late {
+        assert_eq!(lookup.await.unwrap(), ["new"]);
+    }
+    assert_eq!(store.revisions.load(Ordering::SeqCst), 2);
+    assert_eq!(d.stats().lookups, 11);
+    other.stop().await;
+    harness.stop().await;
+}
+
+#[tokio::test]
 async fn expired_records_are_pruned_on_write_and_hidden_from_lookups() {
     let memory = Arc::new(MemoryStore::new());
     let harness = Harness::start(memory.clone(), config(64));

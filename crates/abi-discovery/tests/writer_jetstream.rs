@@ -71,6 +71,24 @@ async fn concurrent_mutations_share_compare_and_swaps() {
         assert_eq!(listed(&harness.discovery).await.len(), CALLERS + 50);
     }
     let per_cached_lookup = t.elapsed() / sequential;
+    let before = harness.discovery.stats();
+    let t = Instant::now();
+    let lookups: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            let d = harness.discovery.clone();
+            tokio::spawn(async move { listed(&d).await.len() })
+        })
+        .collect();
+    for lookup in lookups {
+        assert_eq!(lookup.await.unwrap(), CALLERS + 50);
+    }
+    let concurrent_lookups = t.elapsed();
+    let after = harness.discovery.stats();
+    let checks = (after.cache_hits + after.reloads) - (before.cache_hits + before.reloads);
+    assert!(
+        checks < CALLERS as u64,
+        "{CALLERS} concurrent lookups made {checks} checks"
+    );
     let reloads_before = harness.discovery.stats().reloads;
     let t = Instant::now();
     for _ in 0..10 {
@@ -87,7 +105,8 @@ async fn concurrent_mutations_share_compare_and_swaps() {
     eprintln!(
         "group commit: {CALLERS} concurrent mutations in {elapsed:?} with {} CAS; \
          sequential write {per_write:?}; cached lookup {per_cached_lookup:?}; \
-         write+reloading lookup {per_reload_round:?}",
+         write+reloading lookup {per_reload_round:?}; \
+         {CALLERS} concurrent lookups in {concurrent_lookups:?} with {checks} checks",
         stats.commits
     );
     harness.stop().await;

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 
 pub(crate) mod cache;
+pub(crate) mod coalesce;
 pub mod jetstream;
 pub mod memory;
 

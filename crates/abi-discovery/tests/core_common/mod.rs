@@ -181,6 +181,11 @@ pub struct TestStore {
     pub hang: bool,
     /// When true, reads and revision checks never finish.
     pub hang_reads: bool,
+    pub revisions: AtomicUsize,
+    /// When set, every revision check first takes a permit.
+    pub revision_gate: Option<Arc<Semaphore>>,
+    /// Signalled when a revision check reaches its gate.
+    pub at_revision_gate: Arc<tokio::sync::Notify>,
     /// Signalled when a compare-and-swap reaches the gate.
     pub at_gate: Arc<tokio::sync::Notify>,
 }
@@ -196,6 +201,9 @@ impl TestStore {
             gate: None,
             hang: false,
             hang_reads: false,
+            revisions: AtomicUsize::new(0),
+            revision_gate: None,
+            at_revision_gate: Arc::new(tokio::sync::Notify::new()),
             at_gate: Arc::new(tokio::sync::Notify::new()),
         }
     }
@@ -252,10 +260,17 @@ impl SnapshotStore for TestStore {
     }
 
     fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
-        if self.hang_reads {
-            return Box::pin(std::future::pending());
-        }
-        self.inner.revision()
+        Box::pin(async move {
+            self.revisions.fetch_add(1, Ordering::SeqCst);
+            if self.hang_reads {
+                std::future::pending::<()>().await;
+            }
+            if let Some(gate) = &self.revision_gate {
+                self.at_revision_gate.notify_one();
+                gate.acquire().await.unwrap().forget();
+            }
+            self.inner.revision().await
+        })
     }
 }
 
