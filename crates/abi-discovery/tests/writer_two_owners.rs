@@ -45,7 +45,7 @@ async fn caller(discovery: Discovery, name: String) -> Tally {
             }
             Err(e) => panic!("register {id}: {e}"),
         }
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             match discovery.mutate(unregister(&id), OWNER).await {
                 Ok(_) => {
                     tally.acknowledged += 1;
