@@ -96,3 +96,93 @@ async fn sigterm_answers_requests_in_flight_and_exits_zero() {
     // acknowledged registrations.
     assert_eq!(stored, acknowledged);
 }
+
+#[tokio::test]
+async fn sigterm_under_load_with_a_peer_loses_no_request() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let server = NatsServer::start().await;
+    let project = unique_name("roll");
+    let env = [("ABI_LEASE_SECONDS", "600")];
+    let mut leaving = OwnerProcess::start(&server.url(), &project, &env).await;
+    let _staying = OwnerProcess::start(&server.url(), &project, &env).await;
+    let client = async_nats::ConnectOptions::new()
+        .request_timeout(Some(std::time::Duration::from_secs(10)))
+        .connect(server.url())
+        .await
+        .unwrap();
+    let p = abi_discovery::subjects::Project::new(&project).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let answered = Arc::new(AtomicU32::new(0));
+
+    // Workers call without pause until told to stop; a call that is not answered
+    // (lost in the stopping owner) fails the test.
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let (client, p, stop) = (client.clone(), p.clone(), stop.clone());
+        let answered = Arc::clone(&answered);
+        workers.push(tokio::spawn(async move {
+            let module = format!("w{w}");
+            let token = module_token(&module);
+            let mut n = 0_u32;
+            while !stop.is_cancelled() {
+                n += 1;
+                let mut headers = HeaderMap::new();
+                headers.insert(abi_auth::AUTH_HEADER, token.as_str());
+                // Mutations and lookups alike: renewals go through the writer.
+                let (op, payload) = if n == 1 {
+                    let req = register_request(&module, &module);
+                    (Operation::Register, req.encode_to_vec())
+                } else if n % 2 == 0 {
+                    let req = pb::RenewRequest {
+                        instance_id: module.clone(),
+                        lease_token: lease_token(&module),
+                        ..Default::default()
+                    };
+                    (Operation::Renew, req.encode_to_vec())
+                } else {
+                    let req = pb::ListModulesRequest {
+                        limit: 10,
+                        ..Default::default()
+                    };
+                    (Operation::ListModules, req.encode_to_vec())
+                };
+                let subject = subjects::operation(&p, op);
+                if let Err(e) = client
+                    .request_with_headers(subject, headers, payload.into())
+                    .await
+                {
+                    panic!("worker {w} call {n} lost: {e}");
+                }
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let reached = |target: u32| {
+        let answered = Arc::clone(&answered);
+        abi_test_support::wait_until(CALL_TIMEOUT, move || {
+            let answered = Arc::clone(&answered);
+            async move { answered.load(Ordering::Relaxed) >= target }
+        })
+    };
+    // Load on both owners, then stop one of them under it, then more load.
+    reached(500)
+        .await
+        .expect("500 calls answered before the stop");
+    leaving.signal("TERM");
+    let status = leaving.wait().await;
+    assert!(
+        status.success(),
+        "exit {status:?}; stderr:\n{}",
+        leaving.stderr_text()
+    );
+    let at_exit = answered.load(Ordering::Relaxed);
+    reached(at_exit + 500)
+        .await
+        .expect("the survivor keeps answering");
+    stop.cancel();
+    for worker in workers {
+        worker.await.expect("no call was lost");
+    }
+}

@@ -115,12 +115,11 @@ pub async fn serve<B: Backend>(
         stats,
         timeout,
     };
-    let slots = Arc::new(Semaphore::new(max_concurrent.get()));
     let task = tokio::spawn(request_loop(
         client,
         subscriptions,
         ctx,
-        slots,
+        max_concurrent,
         timeout,
         tracker,
         stop,
@@ -158,11 +157,12 @@ async fn request_loop<B: Backend>(
     client: Client,
     mut subscriptions: SelectAll<OpSubscriber>,
     ctx: RequestContext<B>,
-    slots: Arc<Semaphore>,
+    max_concurrent: NonZeroUsize,
     timeout: Duration,
     tracker: TaskTracker,
     stop: CancellationToken,
 ) -> Result<(), ServeError> {
+    let slots = Arc::new(Semaphore::new(max_concurrent.get()));
     loop {
         // Both branches are cancel-safe: a cancelled `next()` loses no message and a
         // cancelled acquire holds no permit.
@@ -177,6 +177,15 @@ async fn request_loop<B: Backend>(
         dispatch(&ctx, &slots, &tracker, op, msg).await;
     }
 
+    // Let the requests in flight finish first. async-nats forgets a drained
+    // subscription one poll of its connection task after writing the UNSUB, not when
+    // the broker confirms it; replies sent meanwhile keep waking that task, which
+    // widens the window in which a request the broker routed just before the UNSUB
+    // arrives to a forgotten subscription and is lost. With no reply in flight the
+    // task wakes for the broker's own bytes, which come in order.
+    let all = u32::try_from(max_concurrent.get()).unwrap_or(u32::MAX);
+    let quiet = tokio::time::timeout(timeout, Arc::clone(&slots).acquire_many_owned(all)).await;
+
     // Stop delivery at the broker, then handle what it had already delivered.
     for subscription in subscriptions.iter_mut() {
         if let Err(error) = subscription.subscriber.drain().await {
@@ -184,6 +193,7 @@ async fn request_loop<B: Backend>(
         }
     }
     let flushed = confirm(&client, timeout, "unsubscriptions").await;
+    drop(quiet);
     let mut left = 0_usize;
     let deadline = tokio::time::Instant::now() + timeout;
     while let Ok(Some((op, msg))) = tokio::time::timeout_at(deadline, subscriptions.next()).await {
