@@ -356,6 +356,8 @@ class Generator:
         self.tokens: dict[str, str] = {}
         # Instances unregistered, evicted or found expired, with their lease.
         self.gone: dict[str, tuple[pb.RegisterRequest, str]] = {}
+        # Where the last list_modules page said the next one starts.
+        self.next_page = ""
 
     # -- values
 
@@ -534,9 +536,14 @@ class Generator:
         elif pick < 0.85:
             limit = r.choice([0, 1, 2, 3, 5, 50, 100, 101, 2**32 - 1])
             after = "" if r.random() < 0.6 else r.choice(self.ids + ["i", "i3x", "zzz", "é", "😀", "I"])
-            await h.call(
+            if self.next_page and r.random() < 0.7:
+                after = self.next_page  # walk on from the last page
+            result = await h.call(
                 "list_modules", pb.ListModulesRequest(limit=limit, after_instance_id=after)
             )
+            if result["ok"]:
+                page = pb.ListModulesResponse.FromString(bytes.fromhex(result["response"]))
+                self.next_page = page.next_after_instance_id
         elif pick < 0.90:
             req, owner = self.lease_request(pb.AuthorizeAgentRequest)
             req.agent_name = r.choice(["chat", "chat", "other"])
