@@ -779,3 +779,61 @@ fn a_refused_registration_leaves_the_others_of_its_batch_in_place() {
     }
     assert_eq!(reg.list(100, "").unwrap().instances.len(), 20);
 }
+
+#[test]
+fn schemas_are_read_the_way_pythons_json_module_reads_them() {
+    fn schema(text: String) -> Edit {
+        edit(move |r| {
+            let mut job = ingest();
+            job.input_schema = text.clone();
+            d(r).jobs.push(job);
+        })
+    }
+    let nested = |depth: usize| format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+    check(vec![
+        ("empty means none", schema(String::new()), OK),
+        ("whitespace around", schema(" \t\n{}\r\n".into()), OK),
+        ("only whitespace", schema("  ".into()), JOB),
+        (
+            "Python literals",
+            schema(r#"{"a": NaN, "b": Infinity, "c": -Infinity}"#.into()),
+            OK,
+        ),
+        ("negative NaN", schema(r#"{"a": -NaN}"#.into()), JOB),
+        (
+            "lone surrogate escape",
+            schema(r#"{"a": "\ud800"}"#.into()),
+            OK,
+        ),
+        ("bad escape", schema(r#"{"a": "\x"}"#.into()), JOB),
+        (
+            "raw control character",
+            schema("{\"a\": \"\u{1}\"}".into()),
+            JOB,
+        ),
+        ("raw DEL", schema("{\"a\": \"\u{7f}\"}".into()), OK),
+        ("byte order mark", schema("\u{feff}{}".into()), JOB),
+        ("duplicate keys", schema(r#"{"a": 1, "a": 2}"#.into()), OK),
+        ("leading zero", schema(r#"{"a": 01}"#.into()), JOB),
+        ("bare key", schema("{a: 1}".into()), JOB),
+        ("single quotes", schema("{'a': 1}".into()), JOB),
+        ("two documents", schema("{} {}".into()), JOB),
+        (
+            "4300-digit integer",
+            schema(format!("{{\"a\": {}}}", "9".repeat(4300))),
+            OK,
+        ),
+        // Python refuses to convert integers of more than 4300 digits.
+        (
+            "4301-digit integer",
+            schema(format!("{{\"a\": -{}}}", "9".repeat(4301))),
+            JOB,
+        ),
+        (
+            "4301-digit float",
+            schema(format!("{{\"a\": {}.5}}", "9".repeat(4301))),
+            OK,
+        ),
+        ("nested 900 deep", schema(nested(900)), OK),
+    ]);
+}
