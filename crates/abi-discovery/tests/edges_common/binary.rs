@@ -36,6 +36,13 @@ pub struct OwnerProcess {
 impl OwnerProcess {
     /// Starts the binary on `url`/`project` with extra env, and waits until it answers.
     pub async fn start(url: &str, project: &str, env: &[(&str, &str)]) -> Self {
+        let probe = Rpc::connect(url, project).await;
+        Self::start_probed(url, &probe, project, env).await
+    }
+
+    /// As [`OwnerProcess::start`], probing readiness with `probe` (e.g. a client
+    /// holding credentials the binary gets another way).
+    pub async fn start_probed(url: &str, probe: &Rpc, project: &str, env: &[(&str, &str)]) -> Self {
         let stderr = tempfile::NamedTempFile::new().unwrap();
         let mut cmd = command();
         cmd.env("NATS_URL", url)
@@ -49,7 +56,7 @@ impl OwnerProcess {
         }
         let child = cmd.spawn().expect("start abi-discovery");
         let owner = Self { child, stderr };
-        Rpc::connect(url, project).await.wait_ready().await;
+        probe.wait_ready().await;
         owner
     }
 
