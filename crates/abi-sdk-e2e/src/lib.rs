@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-pub use service::Service;
+pub use service::{Backend, Service};
 
 /// Generous: the machine running the tests may be loaded.
 pub const DEADLINE: Duration = Duration::from_secs(30);
@@ -41,7 +41,8 @@ impl World {
     pub async fn start(lease_seconds: f64) -> Self {
         let nats = NatsServer::start().await;
         let project = unique_name("p");
-        let service = Service::start(&nats.url(), &project, lease_seconds).await;
+        let service =
+            Service::start(&nats.url(), &project, lease_seconds, Backend::from_env()).await;
         let connection = async_nats::connect(nats.url())
             .await
             .expect("admin connects");

@@ -2,12 +2,45 @@
 
 use std::process::Stdio;
 
+use abi_discovery::config::Config;
+use clap::Parser as _;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::{DEADLINE, SECRET, python};
 
-/// The reference service (naas_abi_core), for as long as ours is not wired in.
+/// Which implementation serves discovery: ours (in process) unless
+/// `E2E_SERVICE=python` asks for the reference (a Python process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `abi_discovery::run::run`, in this process.
+    Rust,
+    /// `naas_abi_core`'s `start_discovery`, in a Python process.
+    Python,
+}
+
+impl Backend {
+    /// The backend the environment asks for (default [`Backend::Rust`]).
+    pub fn from_env() -> Self {
+        match std::env::var("E2E_SERVICE").as_deref() {
+            Ok("python") => Self::Python,
+            _ => Self::Rust,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Running {
+    Rust {
+        stop: CancellationToken,
+        task: JoinHandle<Result<(), String>>,
+    },
+    Python(Child),
+}
+
+/// The reference service (naas_abi_core), printing READY once it serves.
 const REFERENCE_SERVICE: &str = r#"
 import asyncio, os, signal, sys
 import nats
@@ -34,40 +67,99 @@ pub struct Service {
     url: String,
     project: String,
     lease_seconds: f64,
-    child: Option<Child>,
+    backend: Backend,
+    running: Option<Running>,
 }
 
 impl Service {
     /// Starts the service and waits until it serves.
-    pub async fn start(url: &str, project: &str, lease_seconds: f64) -> Self {
+    pub async fn start(url: &str, project: &str, lease_seconds: f64, backend: Backend) -> Self {
         let mut service = Self {
             url: url.to_owned(),
             project: project.to_owned(),
             lease_seconds,
-            child: None,
+            backend,
+            running: None,
         };
         service.resume().await;
         service
     }
 
-    /// Stops the service (SIGTERM, then waits).
+    /// Stops the service gracefully and waits until it stopped.
     pub async fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                let _ = std::process::Command::new("kill")
-                    .arg("-TERM")
-                    .arg(pid.to_string())
-                    .status();
+        match self.running.take() {
+            Some(Running::Rust { stop, task }) => {
+                stop.cancel();
+                let stopped = tokio::time::timeout(DEADLINE, task).await;
+                assert!(
+                    matches!(stopped, Ok(Ok(Ok(())))),
+                    "discovery service did not stop cleanly: {stopped:?}"
+                );
             }
-            if tokio::time::timeout(DEADLINE, child.wait()).await.is_err() {
-                let _ = child.kill().await;
+            Some(Running::Python(mut child)) => {
+                if let Some(pid) = child.id() {
+                    let _ = std::process::Command::new("kill")
+                        .arg("-TERM")
+                        .arg(pid.to_string())
+                        .status();
+                }
+                if tokio::time::timeout(DEADLINE, child.wait()).await.is_err() {
+                    let _ = child.kill().await;
+                }
             }
+            None => {}
         }
     }
 
     /// Starts the service again after [`Service::stop`].
     pub async fn resume(&mut self) {
-        assert!(self.child.is_none(), "service already running");
+        assert!(self.running.is_none(), "service already running");
+        self.running = Some(match self.backend {
+            Backend::Rust => self.start_rust().await,
+            Backend::Python => Running::Python(self.start_python().await),
+        });
+    }
+
+    async fn start_rust(&self) -> Running {
+        let lease = self.lease_seconds.to_string();
+        let config = Config::try_parse_from([
+            "abi-discovery",
+            "--nats-url",
+            &self.url,
+            "--project",
+            &self.project,
+            "--jwt-secret",
+            SECRET,
+            "--lease-seconds",
+            &lease,
+        ])
+        .expect("service flags");
+        let valid = config.validate().expect("valid service config");
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                abi_discovery::run::run(valid, stop)
+                    .await
+                    .map_err(|e| format!("{e:#}"))
+            }
+        });
+        // Serving once a lookup gets an answer (any answer) from it.
+        let nats = async_nats::connect(&self.url)
+            .await
+            .expect("probe connects");
+        let subject = format!("abi.discovery.{}.v1.list_modules", self.project);
+        let served = abi_test_support::wait_until(DEADLINE, || async {
+            nats.request(subject.clone(), Vec::new().into())
+                .await
+                .is_ok()
+        })
+        .await;
+        assert!(served.is_ok(), "discovery service did not start serving");
+        Running::Rust { stop, task }
+    }
+
+    async fn start_python(&self) -> Child {
         let mut child = Command::new(python())
             .arg("-c")
             .arg(REFERENCE_SERVICE)
@@ -76,10 +168,10 @@ impl Service {
             .env("ABI_JWT_SECRET", SECRET)
             .env("ABI_LEASE_SECONDS", self.lease_seconds.to_string())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .expect("spawn the discovery service");
+            .expect("spawn the reference discovery service");
         let stdout = child.stdout.take().expect("stdout piped");
         let mut lines = BufReader::new(stdout).lines();
         let ready = tokio::time::timeout(DEADLINE, async {
@@ -91,9 +183,20 @@ impl Service {
             false
         })
         .await;
-        assert!(matches!(ready, Ok(true)), "discovery service did not start");
+        assert!(
+            matches!(ready, Ok(true)),
+            "reference discovery service did not start"
+        );
         // Keep reading so the pipe never fills.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        self.child = Some(child);
+        child
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(Running::Rust { stop, .. }) = &self.running {
+            stop.cancel();
+        }
     }
 }

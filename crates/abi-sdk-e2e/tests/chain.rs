@@ -4,7 +4,7 @@
 
 use abi_sdk_e2e::{ModuleProc, World};
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chain_started_backwards_comes_up_in_dependency_order_and_recovers() {
     let world = World::start(3.0).await;
     let mut c = world.spawn("chain_c", &[("E2E_DEPS", "chain_b:1")]);

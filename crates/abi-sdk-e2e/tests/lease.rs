@@ -5,7 +5,7 @@
 use abi_sdk_e2e::{DEADLINE, World, instance_of, now_epoch, stored_records};
 use abi_test_support::wait_until;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_lost_while_the_service_is_down_is_taken_again_under_the_same_id() {
     let mut world = World::start(2.0).await;
     let mut module = world.spawn("leased", &[]);
@@ -44,7 +44,7 @@ async fn a_lease_lost_while_the_service_is_down_is_taken_again_under_the_same_id
     assert!(module.wait().await.success());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_evicted_instance_registers_again_with_a_new_lease() {
     let world = World::start(4.0).await;
     let mut module = world.spawn("evicted", &[]);

@@ -14,7 +14,7 @@ async fn status_of(world: &World, module_id: &str, instance: &str) -> String {
         .unwrap_or_default()
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_module_rollout_cuts_over_only_when_complete() {
     let world = World::start(20.0).await;
     let cohort = "ro_x,ro_y";

@@ -17,7 +17,7 @@ fn before(events: &[String], first: &str, then: &str) {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_rollout_hooks_and_hosts_run_in_order_and_sigterm_drains() {
     let world = World::start(20.0).await;
     let mut module = world.spawn("solo", &[("E2E_JOB_HOST", "1")]);
@@ -52,7 +52,7 @@ async fn without_a_rollout_hooks_and_hosts_run_in_order_and_sigterm_drains() {
     world.wait_gone("solo").await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_rollout_the_job_host_prepares_first_and_starts_once_serving() {
     let world = World::start(20.0).await;
     let mut module = world.spawn("rolled", &[("E2E_JOB_HOST", "1"), ("ABI_ROLLOUT_ID", "r1")]);
@@ -73,7 +73,7 @@ async fn with_a_rollout_the_job_host_prepares_first_and_starts_once_serving() {
     world.wait_gone("rolled").await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_hook_stops_the_module_with_its_kind_and_unregisters() {
     let world = World::start(20.0).await;
     let mut module = world.spawn("faulty", &[("E2E_FAIL", "on_initialized")]);
@@ -89,7 +89,7 @@ async fn a_failing_hook_stops_the_module_with_its_kind_and_unregisters() {
     assert!(!module.saw("on_initialized"));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn startup_is_bounded_by_the_startup_timeout() {
     let world = World::start(20.0).await;
     let started = std::time::Instant::now();
@@ -108,7 +108,7 @@ async fn startup_is_bounded_by_the_startup_timeout() {
     world.wait_gone("waiter").await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dependencies_without_a_registry_fail_clearly() {
     let world = World::start(20.0).await;
     // Dependencies declared, discovery not configured: refused before connecting.
@@ -131,7 +131,7 @@ async fn dependencies_without_a_registry_fail_clearly() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_discovery_a_module_runs_as_before() {
     let world = World::start(20.0).await;
     let mut env = world.module_env("plain");
