@@ -7,7 +7,8 @@
 //! whole batch with a single compare-and-swap:
 //!
 //! 1. start from the cached snapshot when there is one (a stale cache only
-//!    costs a conflict), else read the store;
+//!    costs a conflict; when nothing is to be written, a cheap revision check
+//!    confirms the refusals), else read the store;
 //! 2. drop expired records, then apply each mutation in order; one that fails
 //!    is left out and answered with its error, the others see the state as if
 //!    it had never been sent (the rules leave the state untouched on error);
@@ -104,6 +105,9 @@ pub(crate) struct Writer {
 /// Why an attempt did not commit.
 enum AttemptError {
     Conflict,
+    /// Every mutation was refused on a cached snapshot that turned out to be
+    /// out of date: the refusals may be wrong, try again on a fresh read.
+    Stale,
     Store(String),
 }
 
@@ -218,6 +222,7 @@ impl Writer {
                 Err(AttemptError::Conflict) => {
                     Counters::bump(&self.counters.conflicts);
                 }
+                Err(AttemptError::Stale) => {}
                 Err(AttemptError::Store(error)) => {
                     Counters::bump(&self.counters.store_errors);
                     self.cache.clear();
@@ -242,6 +247,7 @@ impl Writer {
         start: Option<Decoded>,
         mutations: &[(Mutation, String)],
     ) -> Result<Vec<WriteResult>, AttemptError> {
+        let from_cache = start.is_some();
         let start = match start {
             Some(decoded) => decoded,
             None => self.read().await?,
@@ -254,7 +260,13 @@ impl Writer {
             .map(|(mutation, owner)| self.rules.apply(&mut state, mutation, owner, now))
             .collect();
         if answers.iter().all(Result::is_err) {
-            // Nothing to write: the refusals stand whatever the revision.
+            // Nothing to write, so no compare-and-swap will tell a stale
+            // start apart: refusals computed on the cache (say LEASE_EXPIRED
+            // for an instance another owner just registered) only stand if
+            // the store has not moved on since.
+            if from_cache && !self.still_current(&start).await? {
+                return Err(AttemptError::Stale);
+            }
             return Ok(answers);
         }
         let bytes = Bytes::from(state.encode_to_vec());
@@ -273,6 +285,15 @@ impl Writer {
             token: new_revision,
         });
         Ok(answers)
+    }
+
+    /// Whether the store's change token still vouches for `decoded`.
+    async fn still_current(&self, decoded: &Decoded) -> Result<bool, AttemptError> {
+        match tokio::time::timeout(self.cfg.store_timeout, self.store.revision()).await {
+            Ok(Ok(token)) => Ok(token == decoded.token),
+            Ok(Err(e)) => Err(AttemptError::Store(error_chain(&e))),
+            Err(_) => Err(AttemptError::Store(self.timed_out("revision"))),
+        }
     }
 
     /// Reads and decodes the snapshot, caching it.

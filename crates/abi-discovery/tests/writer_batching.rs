@@ -184,6 +184,37 @@ async fn conflicts_retry_on_a_fresh_read_without_losing_the_other_write() {
 }
 
 #[tokio::test]
+async fn refusals_are_never_based_on_a_stale_cache() {
+    let memory = Arc::new(MemoryStore::new());
+    let store = Arc::new(TestStore::new(memory.clone()));
+    let harness = Harness::start(store.clone(), config(64));
+    let d = harness.discovery.clone();
+    registered(d.mutate(register("mine"), OWNER).await);
+    let reads = store.reads.load(Ordering::SeqCst);
+
+    // Another owner registers an instance this writer's cache does not know.
+    let other = Harness::start(memory.clone(), config(64));
+    registered(other.discovery.mutate(register("theirs"), OWNER).await);
+
+    // Renewing it here must find it, not answer LEASE_EXPIRED from the cache.
+    let renewal = Mutation::Renew(abi_proto::discovery::v1::RenewRequest {
+        instance_id: "theirs".to_owned(),
+        lease_token: registration("m", "theirs").lease_token,
+        initialized: true,
+        ..Default::default()
+    });
+    d.mutate(renewal, OWNER).await.unwrap();
+    assert_eq!(store.reads.load(Ordering::SeqCst), reads + 1);
+
+    // A refusal on a current cache costs no download.
+    let refused = d.mutate(invalid_register("x"), OWNER).await.unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::InvalidArgument);
+    assert_eq!(store.reads.load(Ordering::SeqCst), reads + 1);
+    other.stop().await;
+    harness.stop().await;
+}
+
+#[tokio::test]
 async fn five_conflicts_answer_registry_busy() {
     let store = TestStore::new(Arc::new(MemoryStore::new()));
     store.conflicts_left.store(usize::MAX, Ordering::SeqCst);

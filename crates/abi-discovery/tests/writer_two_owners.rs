@@ -30,7 +30,9 @@ struct Tally {
     busy: usize,
 }
 
-async fn caller(discovery: Discovery, name: String) -> Tally {
+/// Registers through `discovery` and unregisters through `other` (the other
+/// owner), so each owner's refusals are tested against the other's writes.
+async fn caller(discovery: Discovery, other: Discovery, name: String) -> Tally {
     let mut tally = Tally::default();
     for n in 0..PER_CALLER {
         let id = format!("{name}-{n}");
@@ -46,7 +48,7 @@ async fn caller(discovery: Discovery, name: String) -> Tally {
             Err(e) => panic!("register {id}: {e}"),
         }
         if n.is_multiple_of(3) {
-            match discovery.mutate(unregister(&id), OWNER).await {
+            match other.mutate(unregister(&id), OWNER).await {
                 Ok(_) => {
                     tally.acknowledged += 1;
                     tally.expected.remove(&id);
@@ -87,10 +89,10 @@ async fn two_owners_share_one_bucket_without_losing_writes() {
 
     // Concurrent load from both owners.
     let mut tasks = Vec::new();
-    for (owner, harness) in [("a", &a), ("b", &b)] {
+    for (owner, harness, other) in [("a", &a, &b), ("b", &b, &a)] {
         for c in 0..CALLERS {
-            let d = harness.discovery.clone();
-            tasks.push(tokio::spawn(caller(d, format!("{owner}{c}"))));
+            let (d, o) = (harness.discovery.clone(), other.discovery.clone());
+            tasks.push(tokio::spawn(caller(d, o, format!("{owner}{c}"))));
         }
     }
     let mut expected = BTreeSet::new();
