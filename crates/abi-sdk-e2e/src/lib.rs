@@ -151,18 +151,30 @@ impl ModuleProc {
     /// Spawns the test module with exactly `env` added.
     pub fn spawn(id: &str, env: &[(String, String)]) -> Self {
         let mut command = Command::new(module_binary());
+        // Rollout variables only when the test sets them.
         command
-            .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("ABI_ROLLOUT_ID")
             .env_remove("ABI_ROLLOUT_MODULES")
+            .envs(env.iter().map(|(k, v)| (k, v)));
+        Self::from_command(id, command)
+    }
+
+    /// Spawns a module written with the Python reference SDK (`script`).
+    pub fn spawn_python(id: &str, script: &str, env: &[(String, String)]) -> Self {
+        let mut command = Command::new(python());
+        command
+            .arg("-c")
+            .arg(script)
+            .envs(env.iter().map(|(k, v)| (k, v)));
+        Self::from_command(id, command)
+    }
+
+    fn from_command(id: &str, mut command: Command) -> Self {
+        command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);
-        // Rollout variables only when the test sets them.
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let mut child = command.spawn().expect("spawn e2e-module");
+        let mut child = command.spawn().expect("spawn a module process");
         let stdout = child.stdout.take().expect("stdout piped");
         let (lines_tx, lines_rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
