@@ -5,12 +5,21 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use abi_proto::discovery::v1 as pb;
 
 use crate::error::{Error, ErrorCode, require};
-use crate::record::{self, Node};
-use crate::status;
+use crate::record;
+use crate::status::{self, NodeRef};
 use crate::validate::cohort;
 
 /// Edges of a dependency graph: each node to the nodes it needs.
-type Graph = HashMap<Node, Vec<Node>>;
+type Graph<'a> = HashMap<NodeRef<'a>, Vec<NodeRef<'a>>>;
+
+/// The out-edges of `record`'s node.
+fn edges_of(descriptor: &pb::ModuleDescriptor) -> Vec<NodeRef<'_>> {
+    descriptor
+        .dependencies
+        .iter()
+        .map(|d| (d.module_id.as_str(), d.contract_major))
+        .collect()
+}
 
 /// Refuses a registration whose module would depend on itself.
 ///
@@ -26,66 +35,65 @@ pub(crate) fn refuse_cycles(
     state: &pb::RegistryState,
 ) -> Result<(), Error> {
     let d = record::or_empty(req.descriptor.as_ref());
-    let root: Node = (d.module_id.clone(), d.contract_major);
+    let root: NodeRef<'_> = (&d.module_id, d.contract_major);
     // The rollout choice as a write would make it, without changing `state`.
-    let (serving, drain) = status::plan_rollouts(state);
+    let records: Vec<&pb::RegistryRecord> = state.records.iter().collect();
+    let (serving, drain) = status::plan_rollouts(&records);
     let drained: HashSet<usize> = drain.into_iter().collect();
 
-    let mut edges: BTreeMap<String, Graph> = BTreeMap::new();
-    let mut cohorts: HashMap<String, HashSet<String>> = HashMap::new();
+    // Per generation (rollout id), its nodes' edges and its declared cohort;
+    // the last record of a node or generation wins, as in the reference.
+    let mut edges: BTreeMap<&str, Graph<'_>> = BTreeMap::new();
+    let mut cohorts: HashMap<&str, HashSet<&str>> = HashMap::new();
     for (index, r) in state.records.iter().enumerate() {
         if r.draining || drained.contains(&index) {
             continue;
         }
-        let deps = record::descriptor(r)
-            .dependencies
-            .iter()
-            .map(record::dependency_node)
-            .collect();
+        let other = record::descriptor(r);
         edges
-            .entry(r.rollout_id.clone())
+            .entry(&r.rollout_id)
             .or_default()
-            .insert(record::node(r), deps);
+            .insert((&other.module_id, other.contract_major), edges_of(other));
         cohorts.insert(
-            r.rollout_id.clone(),
-            r.rollout_modules.iter().cloned().collect(),
+            &r.rollout_id,
+            r.rollout_modules.iter().map(String::as_str).collect(),
         );
     }
-    let mut own = edges.remove(&req.rollout_id).unwrap_or_default();
-    own.insert(
-        root.clone(),
-        d.dependencies.iter().map(record::dependency_node).collect(),
-    );
-    let replaced: HashSet<String> = cohort(req).into_iter().collect();
+    let mut own = edges.remove(req.rollout_id.as_str()).unwrap_or_default();
+    own.insert(root, edges_of(d));
+    let replaced_modules = cohort(req);
+    let replaced: HashSet<&str> = replaced_modules.iter().map(String::as_str).collect();
 
-    let mut current: Graph = HashMap::new();
+    let mut current: Graph<'_> = HashMap::new();
     for (rollout, nodes) in &edges {
         for (node, deps) in nodes {
-            if serving.get(&node.0) == Some(rollout) && !replaced.contains(&node.0) {
-                current.insert(node.clone(), deps.clone());
+            if serving.get(node.0).map(String::as_str) == Some(*rollout)
+                && !replaced.contains(node.0)
+            {
+                current.insert(*node, deps.clone());
             }
         }
     }
-    let mut views = vec![current.clone()];
+    // The serving view, then one view per other generation standing in for
+    // the serving one on the module ids it declares. Each view is the
+    // registering generation's edges over the generation's (for the module
+    // ids not replaced) over the serving ones (for those it does not declare).
+    let no_stand_in = Graph::new();
+    let nobody = HashSet::new();
+    let mut views: Vec<(&Graph<'_>, &HashSet<&str>)> = vec![(&no_stand_in, &nobody)];
     for (rollout, nodes) in &edges {
-        let declared = cohorts.get(rollout);
-        let mut view: Graph = current
-            .iter()
-            .filter(|(n, _)| !declared.is_some_and(|c| c.contains(&n.0)))
-            .map(|(n, deps)| (n.clone(), deps.clone()))
-            .collect();
-        view.extend(
-            nodes
-                .iter()
-                .filter(|(n, _)| !replaced.contains(&n.0))
-                .map(|(n, deps)| (n.clone(), deps.clone())),
-        );
-        views.push(view);
+        views.push((nodes, cohorts.get(rollout).unwrap_or(&nobody)));
     }
-    for mut view in views {
-        view.extend(own.iter().map(|(n, deps)| (n.clone(), deps.clone())));
+    for (stand_in, declared) in views {
+        let view = View {
+            own: &own,
+            stand_in,
+            current: &current,
+            replaced: &replaced,
+            declared,
+        };
         require(
-            !depends_on_itself(&view, &root),
+            !depends_on_itself(&view, root),
             ErrorCode::DependencyCycle,
             "Required modules form a cycle",
         )?;
@@ -93,21 +101,50 @@ pub(crate) fn refuse_cycles(
     Ok(())
 }
 
-/// Whether `root` reaches itself through `graph`.
-fn depends_on_itself(graph: &Graph, root: &Node) -> bool {
-    let mut seen: HashSet<&Node> = HashSet::new();
-    let mut pending: Vec<&Node> = graph
-        .get(root)
-        .map(|d| d.iter().collect())
-        .unwrap_or_default();
+/// One way the generations could serve together, as layered edge maps.
+struct View<'g, 'a> {
+    /// The registering generation's edges: they win.
+    own: &'g Graph<'a>,
+    /// A generation standing in for the serving one (empty for none).
+    stand_in: &'g Graph<'a>,
+    /// The serving generations' edges.
+    current: &'g Graph<'a>,
+    /// Module ids the registering generation replaces.
+    replaced: &'g HashSet<&'a str>,
+    /// Module ids the stand-in declares (it replaces the serving ones there).
+    declared: &'g HashSet<&'a str>,
+}
+
+impl<'g, 'a> View<'g, 'a> {
+    /// The out-edges of `node` in this view.
+    fn edges(&self, node: &NodeRef<'a>) -> Option<&'g Vec<NodeRef<'a>>> {
+        if let Some(deps) = self.own.get(node) {
+            return Some(deps);
+        }
+        if !self.replaced.contains(node.0)
+            && let Some(deps) = self.stand_in.get(node)
+        {
+            return Some(deps);
+        }
+        if self.declared.contains(node.0) {
+            return None;
+        }
+        self.current.get(node)
+    }
+}
+
+/// Whether `root` reaches itself through `view`.
+fn depends_on_itself<'a>(view: &View<'_, 'a>, root: NodeRef<'a>) -> bool {
+    let mut seen: HashSet<NodeRef<'a>> = HashSet::new();
+    let mut pending: Vec<NodeRef<'a>> = view.edges(&root).cloned().unwrap_or_default();
     while let Some(node) = pending.pop() {
         if node == root {
             return true;
         }
         if seen.insert(node)
-            && let Some(deps) = graph.get(node)
+            && let Some(deps) = view.edges(&node)
         {
-            pending.extend(deps.iter());
+            pending.extend(deps.iter().copied());
         }
     }
     false
@@ -117,26 +154,62 @@ fn depends_on_itself(graph: &Graph, root: &Node) -> bool {
 mod tests {
     use super::*;
 
-    fn n(m: &str) -> Node {
-        (m.to_owned(), 1)
+    fn cyclic(graph: &Graph<'_>, root: NodeRef<'_>) -> bool {
+        let empty = Graph::new();
+        let nobody = HashSet::new();
+        let view = View {
+            own: graph,
+            stand_in: &empty,
+            current: &empty,
+            replaced: &nobody,
+            declared: &nobody,
+        };
+        depends_on_itself(&view, root)
     }
 
     #[test]
     fn finds_only_cycles_through_the_root() {
-        let mut graph = Graph::new();
-        graph.insert(n("a"), vec![n("b")]);
-        graph.insert(n("b"), vec![n("c")]);
-        assert!(!depends_on_itself(&graph, &n("a")));
-        graph.insert(n("c"), vec![n("a")]);
-        assert!(depends_on_itself(&graph, &n("a")));
+        let mut graph: Graph<'_> = Graph::new();
+        graph.insert(("a", 1), vec![("b", 1)]);
+        graph.insert(("b", 1), vec![("c", 1)]);
+        assert!(!cyclic(&graph, ("a", 1)));
+        graph.insert(("c", 1), vec![("a", 1)]);
+        assert!(cyclic(&graph, ("a", 1)));
         // A cycle elsewhere does not involve "d".
-        graph.insert(n("d"), vec![n("a")]);
-        assert!(!depends_on_itself(&graph, &n("d")));
+        graph.insert(("d", 1), vec![("a", 1)]);
+        assert!(!cyclic(&graph, ("d", 1)));
         // The same module at another contract major is another node.
-        let mut majors = Graph::new();
-        majors.insert(n("a"), vec![("a".to_owned(), 2)]);
-        assert!(!depends_on_itself(&majors, &n("a")));
-        majors.insert(n("a"), vec![n("a")]);
-        assert!(depends_on_itself(&majors, &n("a")));
+        let mut majors: Graph<'_> = Graph::new();
+        majors.insert(("a", 1), vec![("a", 2)]);
+        assert!(!cyclic(&majors, ("a", 1)));
+        majors.insert(("a", 1), vec![("a", 1)]);
+        assert!(cyclic(&majors, ("a", 1)));
+    }
+
+    #[test]
+    fn layers_resolve_in_order() {
+        let own: Graph<'_> = [(("a", 1), vec![("b", 1)])].into_iter().collect();
+        let stand_in: Graph<'_> = [(("b", 1), vec![("c", 1)]), (("x", 1), vec![("a", 1)])]
+            .into_iter()
+            .collect();
+        let current: Graph<'_> = [(("c", 1), vec![("a", 1)]), (("b", 1), vec![])]
+            .into_iter()
+            .collect();
+        let replaced: HashSet<&str> = ["x"].into_iter().collect();
+        let none: HashSet<&str> = HashSet::new();
+        let only_c: HashSet<&str> = ["c"].into_iter().collect();
+        let view = |declared| View {
+            own: &own,
+            stand_in: &stand_in,
+            current: &current,
+            replaced: &replaced,
+            declared,
+        };
+        // b from the stand-in (b -> c), then c from the serving edges (c -> a).
+        assert!(depends_on_itself(&view(&none), ("a", 1)));
+        // Declaring c hides the serving c: no cycle left.
+        assert!(!depends_on_itself(&view(&only_c), ("a", 1)));
+        // The stand-in's x is replaced by the registering generation.
+        assert!(view(&none).edges(&("x", 1)).is_none());
     }
 }

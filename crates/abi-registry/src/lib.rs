@@ -105,14 +105,8 @@ pub fn prune_expired(state: &mut RegistryState, now: f64) {
 /// The live records with freshly computed statuses: what lookups see, for
 /// watchers and tools. `state` itself is not changed.
 pub fn view(state: &RegistryState, now: f64) -> RegistryState {
-    let mut live = RegistryState {
-        records: state
-            .records
-            .iter()
-            .filter(|r| record::instance(r).expires_at > now)
-            .cloned()
-            .collect(),
-    };
-    status::compute(&mut live);
-    live
+    let live = lookup::Live::new(state, now);
+    RegistryState {
+        records: (0..live.records.len()).map(|i| live.record(i)).collect(),
+    }
 }

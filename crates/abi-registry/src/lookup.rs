@@ -6,11 +6,49 @@ use crate::error::{Error, ErrorCode, require};
 use crate::lease::authorize;
 use crate::patterns::name;
 use crate::record;
-use crate::status::READY;
-use crate::view;
+use crate::status::{Evaluation, READY, evaluate};
 
 /// The capability an agent must declare to be invoked through the registry.
 pub(crate) const AGENT_INVOKE_CAPABILITY: &str = "agent.invoke.v1";
+
+/// The live records of a stored snapshot, with the statuses a lookup sees.
+pub(crate) struct Live<'a> {
+    /// Records whose lease has not ended, in stored order.
+    pub(crate) records: Vec<&'a pb::RegistryRecord>,
+    /// The decisions about them (draining marks and statuses).
+    pub(crate) evaluation: Evaluation,
+}
+
+impl<'a> Live<'a> {
+    /// Judges `state` at `now` without copying it.
+    pub(crate) fn new(state: &'a pb::RegistryState, now: f64) -> Self {
+        let records: Vec<&pb::RegistryRecord> = state
+            .records
+            .iter()
+            .filter(|r| record::instance(r).expires_at > now)
+            .collect();
+        let evaluation = evaluate(&records);
+        Live {
+            records,
+            evaluation,
+        }
+    }
+
+    /// The record at `index` as a lookup shows it: a copy with its status.
+    pub(crate) fn record(&self, index: usize) -> pb::RegistryRecord {
+        let mut copy = self.records[index].clone();
+        copy.draining = self.evaluation.draining[index];
+        record::instance_mut(&mut copy).status = self.evaluation.statuses[index].to_owned();
+        copy
+    }
+
+    /// The instance at `index` as a lookup shows it.
+    fn instance(&self, index: usize) -> pb::Instance {
+        let mut copy = record::instance(self.records[index]).clone();
+        copy.status = self.evaluation.statuses[index].to_owned();
+        copy
+    }
+}
 
 /// Live instances of one module at one contract major, ordered by instance id.
 pub(crate) fn get_module(
@@ -23,31 +61,30 @@ pub(crate) fn get_module(
         ErrorCode::InvalidArgument,
         "Module identity and contract required",
     )?;
-    let live = view(state, now);
-    let of_module: Vec<pb::Instance> = live
-        .records
-        .into_iter()
-        .map(|r| r.instance.unwrap_or_default())
-        .filter(|i| record::descriptor_of(i).module_id == req.module_id)
+    let live = Live::new(state, now);
+    let of_module: Vec<usize> = (0..live.records.len())
+        .filter(|&i| record::module_id(live.records[i]) == req.module_id)
         .collect();
     require(
         !of_module.is_empty(),
         ErrorCode::ModuleNotFound,
         &req.module_id,
     )?;
-    let mut matches: Vec<pb::Instance> = of_module
+    let mut matches: Vec<usize> = of_module
         .into_iter()
-        .filter(|i| record::descriptor_of(i).contract_major == req.contract_major)
+        .filter(|&i| record::descriptor(live.records[i]).contract_major == req.contract_major)
         .collect();
     require(
         !matches.is_empty(),
         ErrorCode::IncompatibleModule,
         &req.module_id,
     )?;
-    matches.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    matches.sort_by(|&a, &b| {
+        record::instance_id(live.records[a]).cmp(record::instance_id(live.records[b]))
+    });
     Ok(pb::GetModuleResponse {
         error: None,
-        instances: matches,
+        instances: matches.into_iter().map(|i| live.instance(i)).collect(),
     })
 }
 
@@ -63,30 +100,30 @@ pub(crate) fn list_modules(
         ErrorCode::InvalidArgument,
         "Page size must be 1..100",
     )?;
-    let live = view(state, now);
-    let mut after: Vec<pb::Instance> = live
-        .records
-        .into_iter()
-        .map(|r| r.instance.unwrap_or_default())
-        .filter(|i| i.instance_id.as_str() > req.after_instance_id.as_str())
+    let live = Live::new(state, now);
+    let mut after: Vec<usize> = (0..live.records.len())
+        .filter(|&i| record::instance_id(live.records[i]) > req.after_instance_id.as_str())
         .collect();
-    after.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    after.sort_by(|&a, &b| {
+        record::instance_id(live.records[a]).cmp(record::instance_id(live.records[b]))
+    });
     // `limit` is at most 100 here, so the conversion cannot truncate.
     let limit = req.limit as usize;
     let more = after.len() > limit;
     after.truncate(limit);
-    let next = match after.last() {
+    let instances: Vec<pb::Instance> = after.into_iter().map(|i| live.instance(i)).collect();
+    let next = match instances.last() {
         Some(last) if more => last.instance_id.clone(),
         _ => String::new(),
     };
     Ok(pb::ListModulesResponse {
         error: None,
-        instances: after,
+        instances,
         next_after_instance_id: next,
     })
 }
 
-/// The live record of `instance_id` (statuses computed), after checking the
+/// The live record of `instance_id` (status computed), after checking the
 /// caller owns it with `token`.
 fn provider(
     state: &pb::RegistryState,
@@ -95,19 +132,17 @@ fn provider(
     owner: &str,
     now: f64,
 ) -> Result<pb::RegistryRecord, Error> {
-    let live = view(state, now);
-    let Some(found) = live
-        .records
-        .into_iter()
-        .find(|r| record::instance_id(r) == instance_id)
+    let live = Live::new(state, now);
+    let Some(index) =
+        (0..live.records.len()).find(|&i| record::instance_id(live.records[i]) == instance_id)
     else {
         return Err(Error::new(
             ErrorCode::LeaseExpired,
             "Provider registration expired",
         ));
     };
-    authorize(&found, token, owner)?;
-    Ok(found)
+    authorize(live.records[index], token, owner)?;
+    Ok(live.record(index))
 }
 
 fn require_ready(found: &pb::RegistryRecord) -> Result<(), Error> {

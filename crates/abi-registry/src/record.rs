@@ -27,9 +27,6 @@ static EMPTY_INSTANCE: pb::Instance = pb::Instance {
     rollout_id: String::new(),
 };
 
-/// A module id at one contract major: a node of the dependency graph.
-pub(crate) type Node = (String, u32);
-
 /// The record's instance, or an empty one.
 pub(crate) fn instance(record: &pb::RegistryRecord) -> &pb::Instance {
     record.instance.as_ref().unwrap_or(&EMPTY_INSTANCE)
@@ -58,17 +55,6 @@ pub(crate) fn descriptor(record: &pb::RegistryRecord) -> &pb::ModuleDescriptor {
 /// The module id the record serves.
 pub(crate) fn module_id(record: &pb::RegistryRecord) -> &str {
     &descriptor(record).module_id
-}
-
-/// The record's (module id, contract major).
-pub(crate) fn node(record: &pb::RegistryRecord) -> Node {
-    let d = descriptor(record);
-    (d.module_id.clone(), d.contract_major)
-}
-
-/// A dependency as a graph node.
-pub(crate) fn dependency_node(dep: &pb::Dependency) -> Node {
-    (dep.module_id.clone(), dep.contract_major)
 }
 
 /// The record's instance id.

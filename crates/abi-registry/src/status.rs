@@ -4,12 +4,16 @@
 //! A *generation* of a module is every live instance sharing one rollout id
 //! (the empty id is a generation too). A *rollout* is every live instance,
 //! whatever its module, sharing one non-empty rollout id.
+//!
+//! Everything here reads borrowed records and returns its decisions, so a
+//! lookup can judge a whole snapshot and copy only the instances it answers
+//! with; [`compute`] writes the decisions back for a registry write.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use abi_proto::discovery::v1 as pb;
 
-use crate::record::{self, Node};
+use crate::record;
 
 /// Computed statuses, as they travel in `Instance.status`.
 pub(crate) const STARTING: &str = "STARTING";
@@ -25,51 +29,89 @@ pub(crate) const DRAINING: &str = "DRAINING";
 /// The serving rollout id per module id (`""` for instances without one).
 pub(crate) type Serving = HashMap<String, String>;
 
-/// Recomputes every record's status in place, marking replaced generations
+/// A module id at one contract major, borrowed: a node of the dependency graph.
+pub(crate) type NodeRef<'a> = (&'a str, u32);
+
+/// What a registry write decides about a list of records.
+#[derive(Debug)]
+pub(crate) struct Evaluation {
+    /// Per record: whether it is (now) draining.
+    pub(crate) draining: Vec<bool>,
+    /// Per record: its status.
+    pub(crate) statuses: Vec<&'static str>,
+}
+
+/// Recomputes every record's status in place and marks replaced generations
 /// as draining (a mark that is stored and never undone).
+pub(crate) fn compute(state: &mut pb::RegistryState) {
+    let evaluation = {
+        let records: Vec<&pb::RegistryRecord> = state.records.iter().collect();
+        evaluate(&records)
+    };
+    for ((record, draining), status) in state
+        .records
+        .iter_mut()
+        .zip(evaluation.draining)
+        .zip(evaluation.statuses)
+    {
+        record.draining = draining;
+        record::instance_mut(record).status = status.to_owned();
+    }
+}
+
+/// Decides the serving generations, the draining marks and the statuses of
+/// `records`, without changing them.
 ///
 /// Each record starts from DRAINING, STARTING, STAGED or DEGRADED; then a
 /// DEGRADED record becomes READY once every dependency (module id and
 /// contract major) has a READY record, repeated until nothing changes.
-pub(crate) fn compute(state: &mut pb::RegistryState) {
-    let serving = apply_rollouts(state);
-    for record in &mut state.records {
-        let status = if record.draining {
-            DRAINING
-        } else if !record.initialized {
-            STARTING
-        } else if staged(record, &serving) {
-            STAGED
-        } else {
-            DEGRADED
-        };
-        record::instance_mut(record).status = status.to_owned();
+pub(crate) fn evaluate(records: &[&pb::RegistryRecord]) -> Evaluation {
+    let (serving, drain) = plan_rollouts(records);
+    let mut draining: Vec<bool> = records.iter().map(|r| r.draining).collect();
+    for index in drain {
+        draining[index] = true;
     }
-    let mut ready: HashSet<Node> = HashSet::new();
-    for _ in 0..=state.records.len() {
+    let mut statuses: Vec<&'static str> = records
+        .iter()
+        .zip(&draining)
+        .map(|(r, &drains)| {
+            if drains {
+                DRAINING
+            } else if !r.initialized {
+                STARTING
+            } else if staged(r, &serving) {
+                STAGED
+            } else {
+                DEGRADED
+            }
+        })
+        .collect();
+    let mut ready: HashSet<NodeRef<'_>> = HashSet::new();
+    for _ in 0..=records.len() {
         let before = ready.len();
-        for record in &mut state.records {
-            if record::status(record) != DEGRADED {
+        for (r, status) in records.iter().zip(statuses.iter_mut()) {
+            if *status != DEGRADED {
                 continue;
             }
-            let descriptor = record::descriptor(record);
+            let descriptor = record::descriptor(r);
             if descriptor
                 .dependencies
                 .iter()
-                .all(|dep| ready.contains(&record::dependency_node(dep)))
+                .all(|dep| ready.contains(&(dep.module_id.as_str(), dep.contract_major)))
             {
-                ready.insert(record::node(record));
-                record::instance_mut(record).status = READY.to_owned();
+                *status = READY;
+                ready.insert((descriptor.module_id.as_str(), descriptor.contract_major));
             }
         }
         if ready.len() == before {
             break;
         }
     }
+    Evaluation { draining, statuses }
 }
 
-/// Chooses the serving generation per module id and marks as draining the
-/// generations it replaces; returns the choice.
+/// Chooses the serving generation per module id, and which records the
+/// generations it replaces add to the draining ones (indices into `records`).
 ///
 /// A rollout is *complete* once each module id it declares has an
 /// initialized, non-draining instance and each such instance's dependencies
@@ -83,24 +125,11 @@ pub(crate) fn compute(state: &mut pb::RegistryState) {
 /// last write (statuses are stored, so a rollout that broke keeps serving);
 /// failing that, the oldest generation with an initialized instance.
 /// Instances with no rollout id always count as served and oldest.
-pub(crate) fn apply_rollouts(state: &mut pb::RegistryState) -> Serving {
-    let (serving, drain) = plan_rollouts(state);
-    for index in drain {
-        state.records[index].draining = true;
-    }
-    serving
-}
-
-/// What [`apply_rollouts`] decides, without changing `state`: the serving
-/// generation per module id, and the indices of the records to mark draining.
-pub(crate) fn plan_rollouts(state: &pb::RegistryState) -> (Serving, Vec<usize>) {
-    let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (index, record) in state.records.iter().enumerate() {
+pub(crate) fn plan_rollouts(records: &[&pb::RegistryRecord]) -> (Serving, Vec<usize>) {
+    let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (index, record) in records.iter().enumerate() {
         if !record.rollout_id.is_empty() {
-            groups
-                .entry(record.rollout_id.clone())
-                .or_default()
-                .push(index);
+            groups.entry(&record.rollout_id).or_default().push(index);
         }
     }
     let starts: HashMap<&str, f64> = groups
@@ -108,40 +137,37 @@ pub(crate) fn plan_rollouts(state: &pb::RegistryState) -> (Serving, Vec<usize>) 
         .map(|(rollout, members)| {
             let start = members
                 .iter()
-                .map(|&i| state.records[i].registered_at)
+                .map(|&i| records[i].registered_at)
                 .reduce(py_min)
                 .unwrap_or(f64::INFINITY);
-            (rollout.as_str(), start)
+            (*rollout, start)
         })
         .collect();
     let complete: HashMap<&str, bool> = groups
         .iter()
-        .map(|(rollout, members)| (rollout.as_str(), rollout_complete(members, state)))
+        .map(|(rollout, members)| (*rollout, rollout_complete(members, records)))
         .collect();
 
-    let mut serving: Serving = HashMap::new();
+    let mut winners: HashMap<&str, &str> = HashMap::new();
     for (rollout, members) in &groups {
-        if !complete[rollout.as_str()] {
+        if !complete[rollout] {
             continue;
         }
         for &i in members {
-            let module_id = record::module_id(&state.records[i]);
-            let replace = match serving.get(module_id) {
+            let module_id = record::module_id(records[i]);
+            let replace = match winners.get(module_id) {
                 None => true,
-                Some(current) => later(
-                    (starts[rollout.as_str()], rollout),
-                    (starts[current.as_str()], current),
-                ),
+                Some(current) => later((starts[rollout], rollout), (starts[current], current)),
             };
             if replace {
-                serving.insert(module_id.to_owned(), rollout.clone());
+                winners.insert(module_id, rollout);
             }
         }
     }
 
     let mut drain = Vec::new();
-    for (index, record) in state.records.iter().enumerate() {
-        let Some(winner) = serving.get(record::module_id(record)) else {
+    for (index, record) in records.iter().enumerate() {
+        let Some(&winner) = winners.get(record::module_id(record)) else {
             continue;
         };
         let rollout = record.rollout_id.as_str();
@@ -150,21 +176,20 @@ pub(crate) fn plan_rollouts(state: &pb::RegistryState) -> (Serving, Vec<usize>) 
         }
         if !rollout.is_empty()
             && !complete[rollout]
-            && later(
-                (starts[rollout], rollout),
-                (starts[winner.as_str()], winner),
-            )
+            && later((starts[rollout], rollout), (starts[winner], winner))
         {
             continue;
         }
         drain.push(index);
     }
 
-    // Module ids without a complete rollout: per generation, whether it served.
+    // Module ids without a complete rollout: per generation, whether it
+    // served. Every record drained above belongs to a module id with a
+    // complete rollout, so the stored draining marks are the right ones here.
     let mut candidates: BTreeMap<&str, BTreeMap<&str, bool>> = BTreeMap::new();
-    for record in &state.records {
+    for record in records {
         let module_id = record::module_id(record);
-        if serving.contains_key(module_id) || record.draining || !record.initialized {
+        if winners.contains_key(module_id) || record.draining || !record.initialized {
             continue;
         }
         let served =
@@ -176,7 +201,6 @@ pub(crate) fn plan_rollouts(state: &pb::RegistryState) -> (Serving, Vec<usize>) 
             .or_insert(false);
         *generation = *generation || served;
     }
-    let mut fallback = Vec::new();
     for (module_id, generations) in candidates {
         let mut best: Option<(bool, f64, &str)> = None;
         for (rollout, served) in generations {
@@ -187,17 +211,20 @@ pub(crate) fn plan_rollouts(state: &pb::RegistryState) -> (Serving, Vec<usize>) 
             }
         }
         if let Some((_, _, rollout)) = best {
-            fallback.push((module_id.to_owned(), rollout.to_owned()));
+            winners.insert(module_id, rollout);
         }
     }
-    serving.extend(fallback);
+    let serving = winners
+        .into_iter()
+        .map(|(module_id, rollout)| (module_id.to_owned(), rollout.to_owned()))
+        .collect();
     (serving, drain)
 }
 
 /// Whether a rollout's initialized instance waits while another generation
-/// serves its module.
-pub(crate) fn staged(record: &pb::RegistryRecord, serving: &Serving) -> bool {
-    if record.draining || !record.initialized || record.rollout_id.is_empty() {
+/// serves its module (the caller has ruled out draining records).
+fn staged(record: &pb::RegistryRecord, serving: &Serving) -> bool {
+    if !record.initialized || record.rollout_id.is_empty() {
         return false;
     }
     serving
@@ -205,48 +232,48 @@ pub(crate) fn staged(record: &pb::RegistryRecord, serving: &Serving) -> bool {
         .is_some_and(|winner| *winner != record.rollout_id)
 }
 
-/// Whether the rollout made of `members` (indices into `state.records`) is
-/// complete; see [`apply_rollouts`].
-fn rollout_complete(members: &[usize], state: &pb::RegistryState) -> bool {
+/// Whether the rollout made of `members` (indices into `records`) is
+/// complete; see [`plan_rollouts`].
+fn rollout_complete(members: &[usize], records: &[&pb::RegistryRecord]) -> bool {
     let Some(&first) = members.first() else {
         return false;
     };
-    let declared: BTreeSet<&str> = state.records[first]
-        .rollout_modules
-        .iter()
-        .map(String::as_str)
-        .collect();
-    if declared.is_empty()
-        || members.iter().any(|&i| {
-            let set: BTreeSet<&str> = state.records[i]
-                .rollout_modules
-                .iter()
-                .map(String::as_str)
-                .collect();
-            set != declared
-        })
-    {
+    let modules = |i: usize| -> BTreeSet<&str> {
+        records[i]
+            .rollout_modules
+            .iter()
+            .map(String::as_str)
+            .collect()
+    };
+    let declared = modules(first);
+    if declared.is_empty() || members.iter().any(|&i| modules(i) != declared) {
         return false;
     }
     let live: Vec<&pb::RegistryRecord> = members
         .iter()
-        .map(|&i| &state.records[i])
+        .map(|&i| records[i])
         .filter(|r| r.initialized && !r.draining)
         .collect();
     let up: HashSet<&str> = live.iter().map(|r| record::module_id(r)).collect();
     if !declared.iter().all(|m| up.contains(m)) {
         return false;
     }
-    let cohort: HashSet<Node> = live.iter().map(|r| record::node(r)).collect();
+    let cohort: HashSet<NodeRef<'_>> = live
+        .iter()
+        .map(|r| {
+            let d = record::descriptor(r);
+            (d.module_id.as_str(), d.contract_major)
+        })
+        .collect();
     for member in &live {
         for dep in &record::descriptor(member).dependencies {
             if declared.contains(dep.module_id.as_str()) {
-                if !cohort.contains(&record::dependency_node(dep)) {
+                if !cohort.contains(&(dep.module_id.as_str(), dep.contract_major)) {
                     return false;
                 }
                 continue;
             }
-            let met = state.records.iter().any(|other| {
+            let met = records.iter().any(|other| {
                 let d = record::descriptor(other);
                 other.initialized
                     && !other.draining
@@ -285,6 +312,7 @@ fn earlier(a: (bool, f64, &str), b: (bool, f64, &str)) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
     fn record(module: &str, rollout: &str, start: f64, initialized: bool) -> pb::RegistryRecord {
@@ -323,7 +351,7 @@ mod tests {
     }
 
     #[test]
-    fn planning_changes_nothing_and_applying_marks_what_was_planned() {
+    fn evaluating_changes_nothing_and_computing_stores_the_decisions() {
         let mut state = pb::RegistryState {
             records: vec![
                 record("a", "", 0.0, true),
@@ -332,16 +360,18 @@ mod tests {
             ],
         };
         let before = state.clone();
-        let (serving, drain) = plan_rollouts(&state);
+        let records: Vec<&pb::RegistryRecord> = state.records.iter().collect();
+        let evaluation = evaluate(&records);
         assert_eq!(state, before);
         // r1 is complete and serves; the plain generation drains; the newer,
         // incomplete r2 waits without draining.
+        let (serving, _) = plan_rollouts(&records);
         assert_eq!(serving.get("a").map(String::as_str), Some("r1"));
-        assert_eq!(drain, vec![0]);
-        assert_eq!(apply_rollouts(&mut state), serving);
+        assert_eq!(evaluation.draining, [true, false, false]);
+        assert_eq!(evaluation.statuses, [DRAINING, READY, STARTING]);
+        compute(&mut state);
         let draining: Vec<bool> = state.records.iter().map(|r| r.draining).collect();
         assert_eq!(draining, [true, false, false]);
-        compute(&mut state);
         let statuses: Vec<&str> = state.records.iter().map(record::status).collect();
         assert_eq!(statuses, [DRAINING, READY, STARTING]);
     }
@@ -360,5 +390,45 @@ mod tests {
         let statuses: Vec<&str> = state.records.iter().map(record::status).collect();
         assert_eq!(statuses, [STAGED, READY]);
         assert!(state.records.iter().all(|r| !r.draining));
+    }
+
+    #[test]
+    fn readiness_follows_dependency_chains_in_any_order() {
+        let mut state = pb::RegistryState {
+            records: vec![
+                record("c", "", 0.0, true),
+                record("b", "", 0.0, true),
+                record("a", "", 0.0, true),
+            ],
+        };
+        // c needs b, b needs a: listed backwards, so it takes three passes.
+        for (i, dep) in [(0, "b"), (1, "a")] {
+            let descriptor = state.records[i]
+                .instance
+                .as_mut()
+                .unwrap()
+                .descriptor
+                .as_mut();
+            descriptor.unwrap().dependencies.push(pb::Dependency {
+                module_id: dep.into(),
+                contract_major: 1,
+            });
+        }
+        compute(&mut state);
+        let statuses: Vec<&str> = state.records.iter().map(record::status).collect();
+        assert_eq!(statuses, [READY, READY, READY]);
+        // Needing another contract major leaves it DEGRADED.
+        state.records[1]
+            .instance
+            .as_mut()
+            .unwrap()
+            .descriptor
+            .as_mut()
+            .unwrap()
+            .dependencies[0]
+            .contract_major = 2;
+        compute(&mut state);
+        let statuses: Vec<&str> = state.records.iter().map(record::status).collect();
+        assert_eq!(statuses, [DEGRADED, DEGRADED, READY]);
     }
 }
