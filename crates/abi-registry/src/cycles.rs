@@ -6,7 +6,8 @@ use abi_proto::discovery::v1 as pb;
 
 use crate::error::{Error, ErrorCode, require};
 use crate::record;
-use crate::status::{self, NodeRef};
+use crate::rollout;
+use crate::status::NodeRef;
 use crate::validate::cohort;
 
 /// Edges of a dependency graph: each node to the nodes it needs.
@@ -38,7 +39,7 @@ pub(crate) fn refuse_cycles(
     let root: NodeRef<'_> = (&d.module_id, d.contract_major);
     // The rollout choice as a write would make it, without changing `state`.
     let records: Vec<&pb::RegistryRecord> = state.records.iter().collect();
-    let (serving, drain) = status::plan_rollouts(&records);
+    let (serving, drain) = rollout::plan_rollouts(&records);
     let drained: HashSet<usize> = drain.into_iter().collect();
 
     // Per generation (rollout id), its nodes' edges and its declared cohort;

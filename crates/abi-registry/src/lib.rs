@@ -46,6 +46,7 @@ mod lookup;
 mod mutate;
 mod patterns;
 mod record;
+mod rollout;
 mod rules;
 mod status;
 mod validate;
