@@ -146,3 +146,23 @@ async fn without_discovery_a_module_runs_as_before() {
     assert!(module.wait().await.success());
     assert!(module.saw("exit ok"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_host_failing_to_start_after_cutover_stops_the_module() {
+    let world = World::start(20.0).await;
+    let mut module = world.spawn(
+        "badjobs",
+        &[
+            ("E2E_JOB_HOST", "1"),
+            ("ABI_ROLLOUT_ID", "r1"),
+            ("E2E_FAIL", "job_start"),
+        ],
+    );
+    assert!(!module.wait().await.success());
+    let events = module.events();
+    before(&events, "run", "exit");
+    assert!(module.saw("job_host prepare"));
+    assert!(module.saw("exit error Host"), "{:#?}", module.lines);
+    assert!(module.saw("on_unloaded"));
+    world.wait_gone("badjobs").await;
+}

@@ -8,29 +8,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use abi_sdk_e2e::{ModuleProc, World};
-
-/// A dependent written with the reference SDK: it prints when it initializes.
-const PYTHON_MODULE: &str = r#"
-import asyncio, os, time
-from naas_abi_sdk.module import BaseModule, ModuleDependencies, run_module
-from naas_abi_sdk.discovery import DiscoveryConfiguration
-from naas_abi_sdk.service_token import ModuleToken
-
-class M(BaseModule):
-    module_id = os.environ["E2E_ID"]
-    dependencies = ModuleDependencies(modules=tuple(
-        d.split(":")[0] for d in os.environ.get("E2E_DEPS", "").split(",") if d))
-    def on_initialized(self):
-        print(f"EVENT on_initialized t_us={time.time_ns() // 1000}", flush=True)
-    async def run(self):
-        print(f"EVENT run t_us={time.time_ns() // 1000}", flush=True)
-        await asyncio.Event().wait()
-
-asyncio.run(run_module(M, url=os.environ["NATS_URL"],
-    token=ModuleToken(M.module_id, os.environ["ABI_MODULE_KEY"]),
-    discovery=DiscoveryConfiguration(project=os.environ["ABI_PROJECT"])))
-"#;
+use abi_sdk_e2e::{ModuleProc, PYTHON_MODULE, World};
 
 const ROUNDS: usize = 5;
 
