@@ -366,3 +366,35 @@ asyncio.run(run_module(M, url=os.environ["NATS_URL"],
     token=ModuleToken(M.module_id, os.environ["ABI_MODULE_KEY"]),
     discovery=DiscoveryConfiguration(project=os.environ["ABI_PROJECT"])))
 "#;
+
+/// `GET path` on a module's health probe: the status code and body.
+pub async fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        let code = response.get(9..12)?.parse().ok()?;
+        let body = response
+            .split("\r\n\r\n")
+            .nth(1)
+            .unwrap_or("")
+            .trim()
+            .to_owned();
+        Some((code, body))
+    };
+    tokio::time::timeout(DEADLINE, exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The address a module printed in its `health addr=` line.
+pub fn health_addr(line: &str) -> String {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("addr="))
+        .expect("line names the address")
+        .to_owned()
+}

@@ -225,3 +225,30 @@ impl Modules {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::token::TokenSource;
+
+    #[tokio::test]
+    async fn only_declared_dependencies_are_handed_out_and_without_a_call() {
+        let server = abi_test_support::NatsServer::start().await;
+        let nats = async_nats::connect(server.url()).await.unwrap();
+        let client = DiscoveryClient::new(nats, "p", TokenSource::issued("t"));
+        let modules = Modules::new(Some(client), [("store".to_owned(), 2)]);
+        let store = modules.get("store").unwrap();
+        assert_eq!((store.module_id(), store.contract_major()), ("store", 2));
+        // Nobody serves discovery here: an error at once proves no call was made.
+        let err = modules.get("billing").unwrap_err();
+        assert_eq!(err.kind(), CallErrorKind::NotDeclared);
+        assert_eq!(modules.all().len(), 1);
+
+        let without_discovery = Modules::new(None, [("store".to_owned(), 1)]);
+        assert_eq!(
+            without_discovery.get("store").unwrap_err().kind(),
+            CallErrorKind::NotDeclared
+        );
+    }
+}
