@@ -14,19 +14,29 @@ async fn a_chain_started_backwards_comes_up_in_dependency_order_and_recovers() {
     assert!(!b.saw("on_initialized") && !c.saw("on_initialized"));
 
     let mut a = world.spawn("chain_a", &[]);
+    // A module reports itself initialized only after its on_initialized, so a
+    // dependent initializing earlier would have skipped the gate. (A's `run`
+    // line is printed after its renewal is answered, which a dependent
+    // reacting to the registry write can beat: it is not the reference point.)
+    let a_init = ModuleProc::time_of(&a.expect("on_initialized").await);
     let a_run = ModuleProc::time_of(&a.expect("run").await);
-    let b_init = ModuleProc::time_of(&b.expect("on_initialized").await);
+    let b_line = b.expect("on_initialized").await;
+    let b_init = ModuleProc::time_of(&b_line);
     let b_run = ModuleProc::time_of(&b.expect("run").await);
-    let c_init = ModuleProc::time_of(&c.expect("on_initialized").await);
-    assert!(a_run <= b_init, "B initialized before A was ready");
-    assert!(b_run <= c_init, "C initialized before B was ready");
+    let c_line = c.expect("on_initialized").await;
+    let c_init = ModuleProc::time_of(&c_line);
+    // Discovery already called the dependency READY when the hook ran.
+    assert!(b_line.contains("deps_ready=true"), "{b_line}");
+    assert!(c_line.contains("deps_ready=true"), "{c_line}");
+    assert!(a_init < b_init, "B initialized before A did");
+    assert!(b_init < c_init, "C initialized before B did");
     for id in ["chain_a", "chain_b", "chain_c"] {
         world.wait_status(id, "READY").await;
     }
     println!(
-        "chain: A ready -> B on_initialized {} us, B ready -> C on_initialized {} us",
-        b_init - a_run,
-        c_init - b_run
+        "chain: A run -> B on_initialized {} us, B run -> C on_initialized {} us",
+        b_init as i128 - a_run as i128,
+        c_init as i128 - b_run as i128
     );
 
     // A dies without unregistering: once its lease passes, B and C degrade.

@@ -53,7 +53,14 @@ impl Module for TestModule {
             .session()
             .map(|s| s.instance_id().to_owned())
             .unwrap_or_default();
-        event(&format!("on_initialized instance={instance}"));
+        // What discovery says of the dependencies at this moment.
+        let mut deps_ready = true;
+        for dep in cx.modules().all() {
+            deps_ready &= dep.ready_instances().await.is_ok();
+        }
+        event(&format!(
+            "on_initialized instance={instance} deps_ready={deps_ready}"
+        ));
         if fails("on_initialized") {
             return Err("on_initialized failed on purpose".into());
         }

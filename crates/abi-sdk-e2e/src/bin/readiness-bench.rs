@@ -2,6 +2,12 @@
 //! its dependency turned READY: ours reacting to registry events, ours with
 //! polling only (the reference's 2 s), and the Python reference SDK itself.
 //!
+//! The reference point is the dependency's `run` line, printed right after
+//! its "initialized" renewal was answered; the registry write that makes it
+//! READY happens just before that answer, so a dependent reacting to the
+//! write can come out a little early (counted as 0). Every contender is
+//! measured from the same point.
+//!
 //! Prints the figures; asserts nothing. Run with
 //! `cargo run -p abi-sdk-e2e --bin readiness-bench` (builds `e2e-module` too
 //! when run through `cargo build -p abi-sdk-e2e --bins` first).
