@@ -9,6 +9,7 @@
 //! its address. Transient failures are retried with backoff; any other wire
 //! code ends the session with an error.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -397,21 +398,51 @@ impl Shared {
     }
 }
 
+/// What the renewal loop drives: one attempt at a time, the schedule, and
+/// how a failure shows. A trait so the loop runs on a paused clock in tests.
+trait Renewal: Send + Sync + 'static {
+    fn attempt(&self) -> impl Future<Output = Result<Status, CallError>> + Send;
+    fn delay(&self, failures: u32) -> Duration;
+    fn failed(&self);
+    fn instance_id(&self) -> &str;
+}
+
+impl Renewal for Shared {
+    fn attempt(&self) -> impl Future<Output = Result<Status, CallError>> + Send {
+        self.renew_or_register()
+    }
+
+    fn delay(&self, failures: u32) -> Duration {
+        self.next_delay(failures)
+    }
+
+    fn failed(&self) {
+        self.mark_unavailable();
+    }
+
+    fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+}
+
 /// Renews until a failure no retry can fix, and returns it.
-async fn heartbeat(shared: Arc<Shared>) -> SessionError {
+///
+/// `LEASE_EXPIRED` is handled inside an attempt (a fresh registration); here
+/// it only counts as a failure when registering again failed too.
+async fn heartbeat<R: Renewal>(lease: Arc<R>) -> SessionError {
     let mut failures = 0u32;
     loop {
-        tokio::time::sleep(shared.next_delay(failures)).await;
-        match shared.renew_or_register().await {
+        tokio::time::sleep(lease.delay(failures)).await;
+        match lease.attempt().await {
             Ok(_) => failures = 0,
             Err(err) if err.is_retryable() || err.kind() == CallErrorKind::LeaseExpired => {
-                shared.mark_unavailable();
+                lease.failed();
                 failures = failures.saturating_add(1);
-                warn!(instance_id = %shared.instance_id, error = %err, failures, "lease renewal will retry");
+                warn!(instance_id = %lease.instance_id(), error = %err, failures, "lease renewal will retry");
             }
             Err(err) => {
-                shared.mark_unavailable();
-                error!(instance_id = %shared.instance_id, error = %err, "lease renewal cannot recover");
+                lease.failed();
+                error!(instance_id = %lease.instance_id(), error = %err, "lease renewal cannot recover");
                 return SessionError::new(
                     SessionErrorKind::Renew,
                     "discovery refused the lease renewal",
@@ -419,5 +450,147 @@ async fn heartbeat(shared: Arc<Shared>) -> SessionError {
                 .with_source(err);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    /// A lease of 20 s whose attempts follow a script and are timed.
+    struct Scripted {
+        outcomes: Mutex<VecDeque<Result<Status, CallErrorKind>>>,
+        attempts: Mutex<Vec<Instant>>,
+        confirmed_until: Mutex<Instant>,
+        unavailable: Mutex<usize>,
+    }
+
+    const LEASE: Duration = Duration::from_secs(20);
+
+    impl Renewal for Scripted {
+        fn attempt(&self) -> impl Future<Output = Result<Status, CallError>> + Send {
+            let now = Instant::now();
+            self.attempts.lock().unwrap().push(now);
+            let outcome = self
+                .outcomes
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Ok(Status::Ready));
+            if outcome.is_ok() {
+                *self.confirmed_until.lock().unwrap() = now + LEASE;
+            }
+            async move { outcome.map_err(|kind| CallError::new(kind, "scripted")) }
+        }
+
+        fn delay(&self, failures: u32) -> Duration {
+            let left = self
+                .confirmed_until
+                .lock()
+                .unwrap()
+                .saturating_duration_since(Instant::now());
+            schedule::renew_delay(LEASE, failures, Some(left), schedule::jitter())
+        }
+
+        fn failed(&self) {
+            *self.unavailable.lock().unwrap() += 1;
+        }
+
+        fn instance_id(&self) -> &str {
+            "i"
+        }
+    }
+
+    fn scripted(outcomes: Vec<Result<Status, CallErrorKind>>) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            outcomes: Mutex::new(outcomes.into()),
+            attempts: Mutex::default(),
+            confirmed_until: Mutex::new(Instant::now() + LEASE),
+            unavailable: Mutex::default(),
+        })
+    }
+
+    fn gaps(lease: &Scripted) -> Vec<f64> {
+        let attempts = lease.attempts.lock().unwrap();
+        attempts
+            .windows(2)
+            .map(|w| (w[1] - w[0]).as_secs_f64())
+            .collect()
+    }
+
+    fn near(actual: f64, expected: f64) -> bool {
+        (expected * 0.9 - 1e-3..=expected * 1.1 + 1e-3).contains(&actual)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn healthy_renewals_every_five_seconds_and_backoff_within_the_lease() {
+        use CallErrorKind::*;
+        let lease = scripted(vec![
+            Ok(Status::Ready),
+            Err(Unavailable),
+            Err(RegistryBusy),
+            Ok(Status::Ready),
+            Ok(Status::Ready),
+        ]);
+        let started = Instant::now();
+        let task = tokio::spawn(heartbeat(lease.clone()));
+        // Let the paused clock run through the script and one more attempt.
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        task.abort();
+        let first = (lease.attempts.lock().unwrap()[0] - started).as_secs_f64();
+        assert!(near(first, 5.0), "first renewal after {first}");
+        let gaps = gaps(&lease);
+        // Renewed at ~5 s, so the lease runs to ~25 s. The failure at ~10 s
+        // would double the wait to ~10 s, but half of the ~15 s left caps it
+        // (7.5 s); the next failure gets half of what is left then.
+        assert!(near(gaps[0], 5.0), "{gaps:?}");
+        assert!((gaps[1] - (20.0 - gaps[0]) / 2.0).abs() < 1e-3, "{gaps:?}");
+        assert!((gaps[2] - gaps[1] / 2.0).abs() < 1e-3, "{gaps:?}");
+        assert!(
+            near(gaps[3], 5.0),
+            "back to healthy after a success: {gaps:?}"
+        );
+        assert_eq!(*lease.unavailable.lock().unwrap(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expired_lease_backs_off_by_half_a_lease_without_spinning() {
+        let lease = scripted(vec![Err(CallErrorKind::TimedOut); 6]);
+        let task = tokio::spawn(heartbeat(lease.clone()));
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        task.abort();
+        let gaps = gaps(&lease);
+        assert!(gaps.len() >= 4, "{gaps:?}");
+        // Once the lease passed, each wait is the backoff capped at half a lease.
+        for gap in &gaps[2..] {
+            assert!((0.05..=10.0 + 1e-3).contains(gap), "{gaps:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_code_no_retry_can_fix_ends_the_loop() {
+        let lease = scripted(vec![
+            Ok(Status::Ready),
+            Err(CallErrorKind::PermissionDenied),
+        ]);
+        let err = tokio::time::timeout(Duration::from_secs(60), heartbeat(lease.clone()))
+            .await
+            .unwrap();
+        assert_eq!(err.kind(), SessionErrorKind::Renew);
+        assert_eq!(lease.attempts.lock().unwrap().len(), 2);
+        assert_eq!(*lease.unavailable.lock().unwrap(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lease_expired_after_a_failed_registration_is_retried() {
+        let lease = scripted(vec![Err(CallErrorKind::LeaseExpired), Ok(Status::Starting)]);
+        let task = tokio::spawn(heartbeat(lease.clone()));
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(!task.is_finished());
+        task.abort();
+        assert!(lease.attempts.lock().unwrap().len() >= 3);
     }
 }
