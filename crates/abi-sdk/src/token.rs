@@ -1,5 +1,6 @@
 //! Where the `Nats-Auth-Token` of every call comes from.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -22,6 +23,8 @@ enum Inner {
         ttl: Duration,
         /// The last token signed and when; reused until half its lifetime.
         cached: Mutex<Option<(SystemTime, String)>>,
+        /// Tokens bound to one instance, by audience, and when each was signed.
+        bound: Mutex<HashMap<String, (SystemTime, String)>>,
     },
     Issued(String),
 }
@@ -36,6 +39,7 @@ impl TokenSource {
                 key: key.into(),
                 ttl: abi_auth::DEFAULT_TTL,
                 cached: Mutex::new(None),
+                bound: Mutex::new(HashMap::new()),
             },
         }
     }
@@ -65,6 +69,7 @@ impl TokenSource {
                 key,
                 ttl,
                 cached,
+                ..
             } => {
                 // A poisoned lock only means another thread panicked while
                 // holding the cache; the cached value is still usable.
@@ -93,6 +98,70 @@ impl TokenSource {
                 "a nonempty service token without line breaks is required",
             ));
         }
+        Ok(token)
+    }
+}
+
+/// A bound token is handed out again only while this young, so it always
+/// arrives with most of its lifetime left (the reference's 30 s).
+const BOUND_REUSE: Duration = Duration::from_secs(30);
+/// Audiences remembered before the cache starts over.
+const MAX_AUDIENCES: usize = 1024;
+
+impl TokenSource {
+    /// A token bound to the module instance `audience` (a call to another
+    /// module), valid for [`abi_auth::BOUND_TTL`] and reused for 30 s at most.
+    ///
+    /// # Errors
+    ///
+    /// [`CallErrorKind::Token`] for an issued token (only a module key can
+    /// bind one) or an empty audience.
+    pub fn for_audience(&self, audience: &str) -> Result<String, CallError> {
+        self.for_audience_at(audience, SystemTime::now())
+    }
+
+    pub(crate) fn for_audience_at(
+        &self,
+        audience: &str,
+        now: SystemTime,
+    ) -> Result<String, CallError> {
+        let Inner::ModuleKey {
+            identity,
+            key,
+            ttl,
+            bound,
+            ..
+        } = &self.inner
+        else {
+            return Err(CallError::new(
+                CallErrorKind::Token,
+                "an issued token cannot be bound to an instance: configure a module key",
+            ));
+        };
+        if audience.is_empty() {
+            return Err(CallError::new(
+                CallErrorKind::Token,
+                "audience must not be empty",
+            ));
+        }
+        let ttl = (*ttl).min(abi_auth::BOUND_TTL);
+        let reuse = BOUND_REUSE.min(ttl / 2);
+        // See `token_at` on why a poisoned lock is still usable.
+        let mut bound = bound.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((issued_at, token)) = bound.get(audience)
+            && now.duration_since(*issued_at).is_ok_and(|age| age < reuse)
+        {
+            return Ok(token.clone());
+        }
+        if bound.len() >= MAX_AUDIENCES {
+            bound.clear();
+        }
+        let token =
+            abi_auth::issue_module_token(identity, key, ttl, now, Some(audience)).map_err(|e| {
+                CallError::new(CallErrorKind::Token, "cannot sign a bound module token")
+                    .with_source(e)
+            })?;
+        bound.insert(audience.to_owned(), (now, token.clone()));
         Ok(token)
     }
 }
@@ -131,6 +200,38 @@ mod tests {
         );
         let renewed = source.token_at(t0 + half).unwrap();
         assert_ne!(renewed, first);
+    }
+
+    #[test]
+    fn bound_tokens_name_their_audience_and_are_reused_for_thirty_seconds() {
+        let key = abi_auth::module_key(SECRET, "caller").unwrap();
+        let source = TokenSource::module_key("caller", key);
+        let t0 = SystemTime::now();
+        let bound = source.for_audience_at("inst-1", t0).unwrap();
+        assert_eq!(
+            abi_auth::verify(&bound, SECRET, Some("inst-1")).unwrap(),
+            "caller"
+        );
+        // Not usable unbound, nor for another instance.
+        assert!(abi_auth::verify(&bound, SECRET, None).is_err());
+        assert!(abi_auth::verify(&bound, SECRET, Some("inst-2")).is_err());
+        assert_eq!(
+            source
+                .for_audience_at("inst-1", t0 + Duration::from_secs(29))
+                .unwrap(),
+            bound
+        );
+        assert_ne!(
+            source
+                .for_audience_at("inst-1", t0 + Duration::from_secs(30))
+                .unwrap(),
+            bound
+        );
+        let issued = TokenSource::issued("x.y.z");
+        assert_eq!(
+            issued.for_audience("inst-1").unwrap_err().kind(),
+            CallErrorKind::Token
+        );
     }
 
     #[test]
