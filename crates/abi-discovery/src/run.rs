@@ -77,19 +77,11 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
     let handler = Arc::new(Handler::new(discovery, cfg.secret.clone(), max_payload));
     let requests = TaskTracker::new();
     let stop_serving = shutdown.child_token();
-    let micro_task = micro::serve(
-        client.clone(),
-        micro::Identity::new(cfg.project.clone()),
-        Arc::clone(&stats),
-        stop_serving.clone(),
-    )
-    .await
-    .context("could not subscribe the micro-service endpoints")?;
     let mut serving = endpoints::serve(
         client.clone(),
         &cfg.project,
         handler,
-        stats,
+        Arc::clone(&stats),
         endpoints::Limits {
             max_concurrent: cfg.max_concurrent_requests,
             timeout: cfg.store_timeout,
@@ -99,6 +91,16 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
     )
     .await
     .context("could not subscribe the discovery endpoints")?;
+    // Announced only once the endpoints serve (the broker confirmed them), so a tool
+    // that sees this process in `$SRV.PING` can reach it through the queue group.
+    let micro_task = micro::serve(
+        client.clone(),
+        micro::Identity::new(cfg.project.clone()),
+        Arc::clone(&stats),
+        stop_serving.clone(),
+    )
+    .await
+    .context("could not subscribe the micro-service endpoints")?;
     if cfg.metrics_addr.is_some() {
         tracing::warn!("ABI_METRICS_ADDR is set but metrics are not served yet");
     }

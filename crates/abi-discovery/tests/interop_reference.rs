@@ -43,6 +43,8 @@ async fn reference_and_ours_share_a_bucket_and_a_queue_group() {
     let reference = ReferenceOwner::start(&server.url(), &project, 600).await;
     let ours = Owner::start(&server.url(), &project, &["--lease-seconds", "600"]).await;
     let rpc = Rpc::connect(&server.url(), &project).await;
+    // The reference answered the readiness probe; wait until ours serves too.
+    wait_for_owners(&rpc.client, 1).await;
     let registers_before = our_count(&rpc, "register").await;
 
     // Registrations spread over both owners by the queue group.

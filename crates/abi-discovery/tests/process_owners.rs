@@ -85,6 +85,7 @@ async fn two_owners_under_concurrent_load_lose_and_duplicate_nothing() {
         .connect(server.url())
         .await
         .unwrap();
+    wait_for_owners(&client, 2).await;
     let p = Project::new(&project).unwrap();
 
     // Per module: register, renew, and for every third unregister, in order; modules
@@ -191,6 +192,7 @@ async fn each_owner_sees_the_other_owners_writes() {
         .connect(server.url())
         .await
         .unwrap();
+    wait_for_owners(&client, 2).await;
     let p = Project::new(&project).unwrap();
     let mut refused = Vec::new();
     for i in 0..40 {
@@ -243,6 +245,7 @@ async fn kill_9_mid_burst_loses_no_acknowledged_registration() {
         .connect(server.url())
         .await
         .unwrap();
+    wait_for_owners(&client, 2).await;
     let p = Project::new(&project).unwrap();
 
     let mut calls = FuturesUnordered::new();

@@ -112,6 +112,7 @@ async fn sigterm_under_load_with_a_peer_loses_no_request() {
         .connect(server.url())
         .await
         .unwrap();
+    wait_for_owners(&client, 2).await;
     let p = abi_discovery::subjects::Project::new(&project).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let answered = Arc::new(AtomicU32::new(0));

@@ -225,3 +225,28 @@ pub async fn snapshot_bytes(client: &async_nats::Client, project: &str) -> Bytes
 pub async fn snapshot(client: &async_nats::Client, project: &str) -> pb::RegistryState {
     pb::RegistryState::decode(snapshot_bytes(client, project).await).unwrap()
 }
+
+/// Waits (30 s at most) until `n` owners answer `$SRV.PING.abi-discovery`. An owner
+/// announces itself only once its endpoints serve, so after this every one of them
+/// takes its share of the queue group.
+pub async fn wait_for_owners(client: &async_nats::Client, n: usize) {
+    use futures::StreamExt as _;
+    abi_test_support::wait_until(CALL_TIMEOUT, || async {
+        let inbox = client.new_inbox();
+        let mut replies = client.subscribe(inbox.clone()).await.unwrap();
+        client
+            .publish_with_reply("$SRV.PING.abi-discovery", inbox, "".into())
+            .await
+            .unwrap();
+        let mut seen = 0;
+        // Replies from live owners come within milliseconds; stop at the first gap.
+        while let Ok(Some(_)) =
+            tokio::time::timeout(Duration::from_millis(300), replies.next()).await
+        {
+            seen += 1;
+        }
+        seen >= n
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{n} owners announce themselves within 30 s"));
+}
