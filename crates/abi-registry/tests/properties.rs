@@ -415,7 +415,7 @@ fn bulky(module: &str, size: usize) -> pb::ModuleDescriptor {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
 
     /// Filling the registry with registrations of random sizes stops at 256
     /// instances or 512 KiB, with REGISTRY_FULL and nothing changed.
