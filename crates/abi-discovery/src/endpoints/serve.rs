@@ -188,8 +188,11 @@ async fn request_loop<B: Backend>(
 
     // Stop delivery at the broker, then handle what it had already delivered.
     for subscription in subscriptions.iter_mut() {
-        if let Err(error) = subscription.subscriber.drain().await {
-            tracing::warn!(op = subscription.op.as_str(), error = %error, "could not drain a subscription");
+        let op = subscription.op.as_str();
+        match tokio::time::timeout(timeout, subscription.subscriber.drain()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(op, error = %error, "could not drain a subscription"),
+            Err(_) => tracing::warn!(op, ?timeout, "timed out draining a subscription"),
         }
     }
     let flushed = confirm(&client, timeout, "unsubscriptions").await;
