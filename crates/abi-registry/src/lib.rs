@@ -13,6 +13,15 @@
 //! **API boundary:** the service, not this crate, verifies tokens, caps the
 //! payload size, and checks that a module registers only its own module id.
 //!
+//! **Where we knowingly differ from the reference** (both are edge cases no
+//! SDK produces):
+//! - a schema or trigger input nested more than 1000 levels deep is refused
+//!   as INVALID_ARGUMENT; Python fails on it with a `RecursionError` (the
+//!   reference answers UNAVAILABLE) from a depth that depends on its stack;
+//! - a job `timeout_seconds` of `-0.0` equals `0.0` here (prost compares
+//!   values and does not encode `-0.0`), while the reference compares the
+//!   bits, so it may answer DESCRIPTOR_CONFLICT where we register.
+//!
 //! ```
 //! use abi_registry::{Mutation, Outcome, RegistryState, Rules, pb};
 //!
