@@ -166,3 +166,14 @@ async fn a_job_host_failing_to_start_after_cutover_stops_the_module() {
     assert!(module.saw("on_unloaded"));
     world.wait_gone("badjobs").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_nats_for_good_stops_the_module_with_an_error() {
+    let mut world = World::start(20.0).await;
+    let mut module = world.spawn("stranded", &[("E2E_MAX_RECONNECTS", "2")]);
+    module.expect("run").await;
+    world.nats.stop();
+    assert!(!module.wait().await.success());
+    assert!(module.saw("exit error Connect"), "{:#?}", module.lines);
+    assert!(module.saw("on_unloaded"));
+}

@@ -18,6 +18,10 @@ pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 /// The NATS server when `NATS_URL` is unset (the reference runner's default).
 pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+/// Reconnect attempts before a lost NATS connection counts as gone for good
+/// and stops the module (the reference's client gives up after 60 too), so
+/// its supervisor can start a fresh process instead of one serving nothing.
+pub const DEFAULT_MAX_RECONNECTS: usize = 60;
 /// Where the health probe listens when only `ABI_HEALTH_PORT` is set.
 pub const DEFAULT_HEALTH_HOST: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
@@ -224,6 +228,7 @@ pub struct Config {
     pub(crate) drain_timeout: Duration,
     pub(crate) discovery: Option<DiscoveryConfig>,
     pub(crate) health: Option<SocketAddr>,
+    pub(crate) max_reconnects: Option<usize>,
 }
 
 impl Default for Config {
@@ -235,6 +240,7 @@ impl Default for Config {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             discovery: None,
             health: None,
+            max_reconnects: Some(DEFAULT_MAX_RECONNECTS),
         }
     }
 }
@@ -248,6 +254,7 @@ impl fmt::Debug for Config {
             .field("drain_timeout", &self.drain_timeout)
             .field("discovery", &self.discovery)
             .field("health", &self.health)
+            .field("max_reconnects", &self.max_reconnects)
             .finish()
     }
 }
@@ -359,6 +366,14 @@ impl Config {
     #[must_use]
     pub fn without_discovery(mut self) -> Self {
         self.discovery = None;
+        self
+    }
+
+    /// Reconnect attempts before the connection counts as lost for good and
+    /// the module stops with an error (default 60; `None`: retry forever).
+    #[must_use]
+    pub fn max_reconnects(mut self, attempts: Option<usize>) -> Self {
+        self.max_reconnects = attempts;
         self
     }
 

@@ -169,6 +169,9 @@ async fn main() {
         }
         config = config.discovery(discovery);
     }
+    if let Some(attempts) = env("E2E_MAX_RECONNECTS").and_then(|v| v.parse().ok()) {
+        config = config.max_reconnects(Some(attempts));
+    }
     if let Some(drain) = millis("E2E_DRAIN_MS") {
         config = config.drain_timeout(drain);
     }

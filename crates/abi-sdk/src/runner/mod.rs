@@ -33,7 +33,6 @@ use crate::host::Host;
 use crate::proxy::Modules;
 use crate::session::{Rollout, Session, SessionError};
 use crate::shutdown;
-use crate::status::Status;
 use crate::watch::{RegistryWatch, WatchOptions};
 
 /// The inbox prefix module connections use, as the reference's modules do
@@ -275,6 +274,7 @@ enum Ended {
     Stop,
     Session(SessionError),
     Gate(RunError),
+    Lost,
 }
 
 fn hook_error(kind: RunErrorKind) -> impl FnOnce(BoxError) -> RunError {
@@ -290,9 +290,28 @@ async fn until<T>(stop: &CancellationToken, fut: impl Future<Output = T>) -> Opt
     }
 }
 
-async fn connect(config: &Config, module_id: &str) -> Result<async_nats::Client, RunError> {
+/// Connects; `lost` is cancelled once the client gives up reconnecting.
+async fn connect(
+    config: &Config,
+    module_id: &str,
+    lost: CancellationToken,
+) -> Result<async_nats::Client, RunError> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
     let options = async_nats::ConnectOptions::new()
+        .event_callback(move |event| {
+            let lost = lost.clone();
+            async move {
+                // The client reports giving up as an error, then closes.
+                if matches!(
+                    event,
+                    async_nats::Event::Closed
+                        | async_nats::Event::ClientError(async_nats::ClientError::MaxReconnects)
+                ) {
+                    lost.cancel();
+                }
+            }
+        })
+        .max_reconnects(config.max_reconnects)
         .name(format!("{module_id}@{host}"))
         .custom_inbox_prefix(MODULE_INBOX_PREFIX)
         .connection_timeout(config.request_timeout)
@@ -325,7 +344,8 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         job_hosts,
         stop,
     } = parts;
-    let nats = connect(config, spec.module_id()).await?;
+    let lost = CancellationToken::new();
+    let nats = connect(config, spec.module_id(), lost.clone()).await?;
     let discovery = config.discovery.clone();
     let client = match (&discovery, token) {
         (Some(d), Some(token)) => Some(DiscoveryClient::with_shared_token(
@@ -465,6 +485,7 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
             biased;
             () = stop.cancelled() => Ended::Stop,
             () = drain_requested.cancelled() => Ended::Stop,
+            () = lost.cancelled() => Ended::Lost,
             result = &mut run => Ended::Run(result),
             err = session_failed(&mut session) => Ended::Session(err),
             result = &mut gate => match result {
@@ -477,6 +498,12 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
             Ended::Run(Err(err)) => Err(hook_error(RunErrorKind::Run)(err)),
             Ended::Session(err) => Err(err.into()),
             Ended::Gate(err) => Err(err),
+            // Nothing can be reported or drained without NATS: stop, so a
+            // supervisor starts a process that can serve.
+            Ended::Lost => Err(RunError::new(
+                RunErrorKind::Connect,
+                "the NATS connection closed for good",
+            )),
             Ended::Stop => {
                 // New work is refused from here on.
                 stop.cancel();
@@ -521,8 +548,12 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
     if let Some(server) = health.take() {
         server.close().await;
     }
+    // Without NATS every call below could only time out: skip them (the
+    // lease then expires on its own).
+    let connected = !lost.is_cancelled();
     if let Some(session) = &session
         && !reported_draining
+        && connected
     {
         session.set_draining();
         if let Err(err) = session.renew().await {
@@ -536,17 +567,19 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         .on_unloaded(&cx)
         .await
         .map_err(hook_error(RunErrorKind::Unloaded));
-    if let Some(session) = session.take() {
+    if let Some(session) = session.take()
+        && connected
+    {
         session.close().await;
     }
     drop(watch);
-    if tokio::time::timeout(config.request_timeout, nats.flush())
-        .await
-        .is_err()
+    if connected
+        && tokio::time::timeout(config.request_timeout, nats.flush())
+            .await
+            .is_err()
     {
         warn!("NATS flush timed out at exit");
     }
-    debug_assert!(cx.status() != Status::Unknown);
     outcome.and(unloaded)
 }
 
