@@ -192,7 +192,11 @@ async fn jetstream_reads_see_writes_from_another_connection() {
     let b = jetstream_store(&connect(&[server.url()]).await, &project, 1).await;
     let mut revision = 0;
     for i in 0..20u32 {
-        let (writer, reader) = if i.is_multiple_of(2) { (&a, &b) } else { (&b, &a) };
+        let (writer, reader) = if i.is_multiple_of(2) {
+            (&a, &b)
+        } else {
+            (&b, &a)
+        };
         let value = Bytes::from(format!("v{i}"));
         revision = writer
             .compare_and_swap(value.clone(), revision)
