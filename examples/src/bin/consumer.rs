@@ -1,6 +1,6 @@
-//! `demo-consumer`: a module that depends on `demo-provider` (contract major
-//! 1) and looks it up once it is initialized. Copy it to start a module that
-//! uses another one.
+//! `demo-consumer`: a module that depends on `demo-provider` at contract
+//! major 1 and looks it up once it is initialized. Copy it to start a module
+//! that uses another one.
 //!
 //! ```sh
 //! export NATS_URL=nats://127.0.0.1:4222 ABI_PROJECT=demo

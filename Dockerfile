@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+# One image for every binary: abi-discovery, abictl and the example modules.
+# Build: docker build -t abi:local .   (docker compose up builds it too)
+
+# --- builder: the whole workspace, release mode ------------------------------
+FROM rust:1.95-slim-bookworm AS builder
+WORKDIR /src
+# Only what the build reads (BuildKit then sends only these paths).
+COPY Cargo.toml Cargo.lock ./
+COPY proto proto
+COPY crates crates
+COPY examples examples
+RUN cargo build --release --locked -p abi-discovery -p abi-cli -p abi-examples \
+ && mkdir /out \
+ && cp target/release/abi-discovery target/release/abictl \
+       target/release/provider target/release/consumer \
+       target/release/rollout-a target/release/rollout-b /out/
+
+# --- runtime: slim, non-root --------------------------------------------------
+FROM debian:bookworm-slim
+# curl answers the compose healthchecks on the modules' /ready probe.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates curl \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin abi
+COPY --from=builder /out/ /usr/local/bin/
+USER 10001:10001
+ENV NATS_URL=nats://nats:4222 \
+    ABI_LOG=info
+CMD ["abi-discovery"]

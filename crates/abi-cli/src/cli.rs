@@ -1,0 +1,126 @@
+//! The command line: global options and one subcommand per job.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// The broker when `NATS_URL` is unset (the SDK's and the service's default).
+pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+/// The project when `ABI_PROJECT` is unset (the reference's default).
+pub const DEFAULT_PROJECT: &str = "default";
+/// The identity tokens assert when signed with the project secret: the
+/// engine's API, an admin by default (it may evict).
+pub const DEFAULT_IDENTITY: &str = "api";
+/// Deadline of one call: a lookup answers in milliseconds; past this the
+/// service is not there.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
+
+/// `abictl`: inspect and operate the abi discovery registry of one project.
+///
+/// Credentials (first found wins): ABI_SERVICE_TOKEN (an issued token, sent
+/// as is), ABI_MODULE_KEY (signs for --as, a module id), ABI_JWT_SECRET or
+/// ABI_JWT_SECRET_FILE (the project secret, signs for --as, default `api`).
+///
+/// Exit codes: 0 ok, 1 the service refused (the wire code is printed),
+/// 2 usage or configuration, 3 NATS or the service unreachable,
+/// 4 `wait` timed out.
+#[derive(Debug, Parser)]
+#[command(name = "abictl", version, about, long_about)]
+pub struct Cli {
+    /// Global options.
+    #[command(flatten)]
+    pub global: Global,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// NATS server URL.
+    #[arg(long, global = true, env = "NATS_URL", default_value = DEFAULT_NATS_URL)]
+    pub nats_url: String,
+    /// Discovery project (namespaces subjects and the KV bucket).
+    #[arg(long, global = true, env = "ABI_PROJECT", default_value = DEFAULT_PROJECT)]
+    pub project: String,
+    /// Identity the token asserts when abictl signs it.
+    #[arg(long = "as", global = true, value_name = "IDENTITY")]
+    pub identity: Option<String>,
+    /// File holding the project JWT secret (else ABI_JWT_SECRET).
+    #[arg(long, global = true, env = "ABI_JWT_SECRET_FILE")]
+    pub jwt_secret_file: Option<PathBuf>,
+    /// Machine-readable JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Deadline of each call, in seconds.
+    #[arg(long, global = true, default_value_t = DEFAULT_TIMEOUT_SECS)]
+    pub timeout_secs: u64,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Every live instance: module, contract major, instance, status, rollout, lease.
+    Ls,
+    /// One module's instances and what they declare.
+    Get {
+        /// The module id.
+        module: String,
+        /// Only this contract major (default: every major).
+        #[arg(long)]
+        major: Option<u32>,
+    },
+    /// The dependency graph, each module with its best status.
+    Tree,
+    /// Per module: the serving generation, staged and draining ones.
+    Rollouts,
+    /// Live registry events until Ctrl-C (or --for).
+    Watch {
+        /// Stop after this many seconds.
+        #[arg(long = "for", value_name = "SECS")]
+        for_secs: Option<f64>,
+    },
+    /// Waits until a module reaches a status (or is gone); for scripts.
+    Wait {
+        /// The module id.
+        module: String,
+        /// The status to wait for.
+        #[arg(long, default_value = "READY")]
+        status: String,
+        /// Only instances of this rollout.
+        #[arg(long)]
+        rollout: Option<String>,
+        /// Wait until no instance is left (of --rollout, if given).
+        #[arg(long, conflicts_with = "status")]
+        gone: bool,
+        /// Give up after this many seconds (exit 4).
+        #[arg(long = "for", value_name = "SECS", default_value_t = 60.0)]
+        for_secs: f64,
+    },
+    /// Removes one registration at once (admin identities only).
+    Evict {
+        /// The instance id.
+        instance: String,
+    },
+    /// The stored snapshot, decoded, with its revision and size.
+    Dump,
+    /// Decodes a raw snapshot read from stdin.
+    Decode,
+    /// Prints the module key of a module id (needs the project secret).
+    Key {
+        /// The module id.
+        module: String,
+    },
+    /// Prints a service token for an identity (needs the project secret).
+    Token {
+        /// The identity the token asserts.
+        identity: String,
+        /// Binds the token to one instance (audience).
+        #[arg(long)]
+        aud: Option<String>,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+    },
+}

@@ -1,0 +1,117 @@
+//! One file per subcommand; [`run`] dispatches.
+
+mod decode;
+mod dump;
+mod evict;
+mod get;
+mod keys;
+mod ls;
+mod rollouts;
+mod tree;
+mod wait;
+mod watch;
+
+use abi_sdk::pb;
+use futures::TryStreamExt as _;
+
+use crate::auth::Env;
+use crate::cli::{Cli, Command, Global};
+use crate::output::Style;
+
+/// What every command gets.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    /// The global options.
+    pub global: &'a Global,
+    /// How to paint tables.
+    pub style: Style,
+    /// The environment (credentials).
+    pub env: Env<'a>,
+}
+
+/// Runs the parsed command.
+///
+/// # Errors
+///
+/// The command failed; [`crate::error::classify`] gives its exit code.
+pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
+    let cx = Ctx {
+        global: &cli.global,
+        style: Style::detect(cli.global.json),
+        env,
+    };
+    match &cli.command {
+        Command::Ls => ls::run(cx).await,
+        Command::Get { module, major } => get::run(cx, module, *major).await,
+        Command::Tree => tree::run(cx).await,
+        Command::Rollouts => rollouts::run(cx).await,
+        Command::Watch { for_secs } => watch::run(cx, *for_secs).await,
+        Command::Wait {
+            module,
+            status,
+            rollout,
+            gone,
+            for_secs,
+        } => {
+            let target = if *gone {
+                wait::Target::Gone
+            } else {
+                wait::Target::Status(status.clone())
+            };
+            wait::run(cx, module, rollout.as_deref(), target, *for_secs).await
+        }
+        Command::Evict { instance } => evict::run(cx, instance).await,
+        Command::Dump => dump::run(cx).await,
+        Command::Decode => decode::run(cx),
+        Command::Key { module } => keys::key(cx, module),
+        Command::Token { identity, aud, ttl } => keys::token(cx, identity, aud.as_deref(), *ttl),
+    }
+}
+
+/// The module id of an instance.
+pub fn module_of(instance: &pb::Instance) -> &str {
+    instance
+        .descriptor
+        .as_ref()
+        .map(|d| d.module_id.as_str())
+        .unwrap_or("")
+}
+
+/// The contract major of an instance.
+pub fn major_of(instance: &pb::Instance) -> u32 {
+    instance
+        .descriptor
+        .as_ref()
+        .map(|d| d.contract_major)
+        .unwrap_or(0)
+}
+
+/// Every live instance, through the service, sorted for display.
+///
+/// # Errors
+///
+/// As [`abi_sdk::DiscoveryClient::list_all`].
+pub async fn list_all(client: &abi_sdk::DiscoveryClient) -> anyhow::Result<Vec<pb::Instance>> {
+    let mut all: Vec<pb::Instance> = client.list_all().try_collect().await?;
+    all.sort_by(|a, b| {
+        (module_of(a), major_of(a), &a.rollout_id, &a.instance_id).cmp(&(
+            module_of(b),
+            major_of(b),
+            &b.rollout_id,
+            &b.instance_id,
+        ))
+    });
+    Ok(all)
+}
+
+/// How good a status is, for "best status" (higher is better).
+pub fn rank(status: &str) -> u8 {
+    match status {
+        "READY" => 5,
+        "DEGRADED" => 4,
+        "STAGED" => 3,
+        "STARTING" => 2,
+        "DRAINING" => 1,
+        _ => 0,
+    }
+}

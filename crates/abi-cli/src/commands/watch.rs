@@ -1,0 +1,128 @@
+//! `abictl watch`: registry events as they happen, until Ctrl-C or `--for`.
+
+use std::time::Duration;
+
+use abi_sdk::{RegistryEvent, pb};
+use futures::StreamExt as _;
+use serde_json::json;
+
+use super::{Ctx, major_of, module_of};
+use crate::connect;
+use crate::output::{Style, or_dash};
+use crate::signals;
+use crate::snapshot::now_epoch;
+
+/// Prints one line per event (JSON lines with `--json`).
+///
+/// # Errors
+///
+/// NATS unreachable. A registry that does not exist yet is waited for.
+pub async fn run(cx: Ctx<'_>, for_secs: Option<f64>) -> anyhow::Result<()> {
+    let client = connect::reader(cx.global).await?;
+    let mut events = client.watch();
+    let until = async {
+        match for_secs {
+            Some(secs) => tokio::time::sleep(Duration::from_secs_f64(secs.max(0.0))).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(until);
+    let stop = signals::interrupted();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            () = &mut until => break,
+            event = events.next() => match event {
+                Some(event) => println!("{}", line(&event, now_epoch(), cx.global.json, cx.style)),
+                None => break,
+            },
+        }
+    }
+    Ok(())
+}
+
+/// One event as a line of text (or a JSON object).
+pub fn line(event: &RegistryEvent, now: f64, json: bool, style: Style) -> String {
+    let i: &pb::Instance = event.instance();
+    let (kind, status, previous) = match event {
+        RegistryEvent::Registered(i) => ("registered", i.status.clone(), String::new()),
+        RegistryEvent::StatusChanged { instance, previous } => (
+            "changed",
+            instance.status.clone(),
+            previous.as_str().to_owned(),
+        ),
+        RegistryEvent::Gone(i) => ("gone", "gone".to_owned(), i.status.clone()),
+        RegistryEvent::Expired(i) => ("expired", "expired".to_owned(), i.status.clone()),
+        _ => ("other", i.status.clone(), String::new()),
+    };
+    if json {
+        return json!({
+            "at": now,
+            "event": kind,
+            "module_id": module_of(i),
+            "contract_major": major_of(i),
+            "instance_id": i.instance_id,
+            "rollout_id": i.rollout_id,
+            "status": status,
+            "previous": previous,
+        })
+        .to_string();
+    }
+    let change = if previous.is_empty() {
+        status.clone()
+    } else if kind == "changed" {
+        format!("{previous} -> {status}")
+    } else {
+        format!("{status} (was {previous})")
+    };
+    let change = format!("{change:<22}");
+    format!(
+        "{}  {kind:<10}  {:<24}  {}  instance={} rollout={}",
+        clock(now),
+        format!("{}@{}", module_of(i), major_of(i)),
+        style.paint(&status, &change),
+        i.instance_id,
+        or_dash(&i.rollout_id),
+    )
+}
+
+/// `HH:MM:SS` (UTC) of an epoch time.
+fn clock(epoch: f64) -> String {
+    let secs = epoch.max(0.0) as u64 % 86_400;
+    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use abi_sdk::Status;
+
+    use super::*;
+
+    #[test]
+    fn a_status_change_reads_as_an_arrow() {
+        let instance = pb::Instance {
+            instance_id: "i1".into(),
+            status: "READY".into(),
+            descriptor: Some(pb::ModuleDescriptor {
+                module_id: "m".into(),
+                contract_major: 1,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let event = RegistryEvent::StatusChanged {
+            instance,
+            previous: Status::Starting,
+        };
+        let text = line(&event, 3661.0, false, Style::plain());
+        assert!(text.starts_with("01:01:01  changed"), "{text}");
+        assert!(
+            text.contains("m@1") && text.contains("STARTING -> READY"),
+            "{text}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&line(&event, 0.0, true, Style::plain())).unwrap_or_default();
+        assert_eq!(json["previous"], "STARTING");
+    }
+}

@@ -1,0 +1,39 @@
+//! `abictl`: inspect and operate the abi discovery registry of one project.
+//!
+//! `main` only parses the command line, starts quiet logging and maps the
+//! outcome to an exit code (see [`error`]): 0 ok, 1 the service refused,
+//! 2 usage or configuration, 3 unreachable, 4 `wait` timed out.
+
+mod auth;
+mod cli;
+mod commands;
+mod connect;
+mod error;
+mod output;
+mod signals;
+mod snapshot;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    // Quiet by default: abictl's output is its tables; ABI_LOG turns logs on.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ABI_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let env = |key: &str| std::env::var(key).ok();
+    match commands::run(&cli, &env).await {
+        Ok(()) => ExitCode::from(error::EXIT_OK),
+        Err(err) => {
+            let failure = error::classify(&err, &cli.global.project);
+            eprintln!("abictl: {failure}");
+            ExitCode::from(failure.exit)
+        }
+    }
+}

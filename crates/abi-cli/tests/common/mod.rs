@@ -1,0 +1,327 @@
+//! Helpers for abictl's tests: a real nats-server, the discovery service in
+//! this process, registrations sent over the wire, and abictl run as a process.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::process::Output;
+use std::time::{Duration, SystemTime};
+
+use abi_discovery::config::Config;
+use abi_proto::discovery::v1 as pb;
+use abi_test_support::{NatsServer, unique_name, wait_until};
+use clap::Parser as _;
+use tokio::io::AsyncWriteExt as _;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// The project secret of every test service.
+pub const SECRET: &str = "cli-tests-secret-0123456789-abcdefghijklmnop";
+/// Generous deadline for one step on a loaded 2-core machine.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A nats-server and a discovery service for one project.
+pub struct Stack {
+    pub server: NatsServer,
+    pub project: String,
+    pub nats: async_nats::Client,
+    stop: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Stack {
+    /// Starts both and waits until the service answers.
+    pub async fn start() -> Self {
+        let server = NatsServer::start().await;
+        let project = unique_name("cli");
+        let valid = Config::try_parse_from([
+            "abi-discovery",
+            "--nats-url",
+            &server.url(),
+            "--project",
+            &project,
+            "--jwt-secret",
+            SECRET,
+            "--lease-seconds",
+            "60",
+        ])
+        .unwrap()
+        .validate()
+        .unwrap();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(abi_discovery::run::run(valid, stop.clone()));
+        let nats = async_nats::connect(server.url()).await.unwrap();
+        let subject = format!("abi.discovery.{project}.v1.list_modules");
+        wait_until(DEADLINE, || async {
+            nats.request(subject.clone(), Vec::new().into())
+                .await
+                .is_ok()
+        })
+        .await
+        .expect("the service serves");
+        Self {
+            server,
+            project,
+            nats,
+            stop,
+            task,
+        }
+    }
+
+    /// Sends one request as `identity` (signed with its module key).
+    async fn call<Req: prost::Message, Resp: prost::Message + Default>(
+        &self,
+        op: &str,
+        identity: &str,
+        request: &Req,
+    ) -> Resp {
+        let key = abi_auth::module_key(SECRET, identity).unwrap();
+        let token = abi_auth::issue_module_token(
+            identity,
+            &key,
+            abi_auth::DEFAULT_TTL,
+            SystemTime::now(),
+            None,
+        )
+        .unwrap();
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(abi_auth::AUTH_HEADER, token.as_str());
+        let reply = tokio::time::timeout(
+            DEADLINE,
+            self.nats.request_with_headers(
+                format!("abi.discovery.{}.v1.{op}", self.project),
+                headers,
+                request.encode_to_vec().into(),
+            ),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        Resp::decode(reply.payload.as_ref()).unwrap()
+    }
+
+    /// Registers an instance of `module_id`, initialized or not.
+    pub async fn register(
+        &self,
+        descriptor: pb::ModuleDescriptor,
+        instance_id: &str,
+        initialized: bool,
+    ) {
+        let module_id = descriptor.module_id.clone();
+        let lease_token = format!("lease-{instance_id:0>40}");
+        let reply: pb::RegisterResponse = self
+            .call(
+                "register",
+                &module_id,
+                &pb::RegisterRequest {
+                    descriptor: Some(descriptor),
+                    instance_id: instance_id.into(),
+                    lease_token: lease_token.clone(),
+                    ..Default::default()
+                },
+            )
+            .await;
+        assert!(reply.error.is_none(), "register failed: {:?}", reply.error);
+        if initialized {
+            let reply: pb::RenewResponse = self
+                .call(
+                    "renew",
+                    &module_id,
+                    &pb::RenewRequest {
+                        instance_id: instance_id.into(),
+                        lease_token,
+                        initialized: true,
+                        ..Default::default()
+                    },
+                )
+                .await;
+            assert!(reply.error.is_none(), "renew failed: {:?}", reply.error);
+        }
+    }
+
+    /// The raw snapshot bytes as stored.
+    pub async fn raw_snapshot(&self) -> Vec<u8> {
+        let js = async_nats::jetstream::new(self.nats.clone());
+        let kv = js
+            .get_key_value(format!("ABI_DISCOVERY_{}", self.project))
+            .await
+            .unwrap();
+        kv.get("registry").await.unwrap().unwrap().to_vec()
+    }
+
+    /// abictl with this stack's URL, project and secret.
+    pub fn abictl(&self) -> Abictl {
+        Abictl {
+            env: vec![
+                ("NATS_URL".into(), self.server.url()),
+                ("ABI_PROJECT".into(), self.project.clone()),
+                ("ABI_JWT_SECRET".into(), SECRET.into()),
+            ],
+            stdin: None,
+        }
+    }
+
+    /// Stops the service and checks that it stopped cleanly.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let stopped = tokio::time::timeout(DEADLINE, self.task)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(stopped.is_ok(), "service stopped with {stopped:?}");
+    }
+}
+
+/// A descriptor with one agent and optional dependencies (major 1).
+pub fn descriptor(module_id: &str, deps: &[&str]) -> pb::ModuleDescriptor {
+    pb::ModuleDescriptor {
+        module_id: module_id.into(),
+        package_version: "1.2.3".into(),
+        contract_major: 1,
+        dependencies: deps
+            .iter()
+            .map(|d| pb::Dependency {
+                module_id: (*d).into(),
+                contract_major: 1,
+            })
+            .collect(),
+        agents: vec![pb::AgentDescriptor {
+            name: "summarizer".into(),
+            capabilities: vec!["summarize".into()],
+            contract_major: 1,
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// One abictl invocation under construction.
+pub struct Abictl {
+    env: Vec<(String, String)>,
+    stdin: Option<Vec<u8>>,
+}
+
+/// What an abictl run printed and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Abictl {
+    /// Sets (or overrides) an environment variable.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Removes an environment variable.
+    pub fn without(mut self, key: &str) -> Self {
+        self.env.retain(|(k, _)| k != key);
+        self
+    }
+
+    /// Feeds `bytes` on stdin.
+    pub fn stdin(mut self, bytes: Vec<u8>) -> Self {
+        self.stdin = Some(bytes);
+        self
+    }
+
+    /// Runs `abictl args...` to completion.
+    pub async fn run(self, args: &[&str]) -> Run {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_abictl"));
+        command
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn abictl");
+        let mut stdin = child.stdin.take().unwrap();
+        if let Some(bytes) = self.stdin {
+            stdin.write_all(&bytes).await.unwrap();
+        }
+        drop(stdin);
+        let output: Output = tokio::time::timeout(DEADLINE, child.wait_with_output())
+            .await
+            .expect("abictl finished in time")
+            .unwrap();
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    /// Asserts a zero exit and returns stdout.
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "abictl failed: {self:#?}");
+        &self.stdout
+    }
+
+    /// Stdout as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(self.ok()).unwrap_or_else(|e| panic!("not JSON ({e}): {self:#?}"))
+    }
+}
+
+impl Abictl {
+    /// abictl pointed at `url` with the test secret and a throwaway project.
+    pub fn for_url(url: &str) -> Self {
+        Abictl {
+            env: vec![
+                ("NATS_URL".into(), url.into()),
+                ("ABI_PROJECT".into(), "gone".into()),
+                ("ABI_JWT_SECRET".into(), SECRET.into()),
+            ],
+            stdin: None,
+        }
+    }
+}
+
+impl Stack {
+    /// Registers an initialized instance in `rollout` with cohort `modules`.
+    pub async fn register_in_rollout(
+        &self,
+        descriptor: pb::ModuleDescriptor,
+        instance_id: &str,
+        rollout: &str,
+        modules: &[&str],
+    ) {
+        let module_id = descriptor.module_id.clone();
+        let lease_token = format!("lease-{instance_id:0>40}");
+        let reply: pb::RegisterResponse = self
+            .call(
+                "register",
+                &module_id,
+                &pb::RegisterRequest {
+                    descriptor: Some(descriptor),
+                    instance_id: instance_id.into(),
+                    lease_token: lease_token.clone(),
+                    rollout_id: rollout.into(),
+                    rollout_modules: modules.iter().map(|m| (*m).to_owned()).collect(),
+                    ..Default::default()
+                },
+            )
+            .await;
+        assert!(reply.error.is_none(), "register failed: {:?}", reply.error);
+        let reply: pb::RenewResponse = self
+            .call(
+                "renew",
+                &module_id,
+                &pb::RenewRequest {
+                    instance_id: instance_id.into(),
+                    lease_token,
+                    initialized: true,
+                    ..Default::default()
+                },
+            )
+            .await;
+        assert!(reply.error.is_none(), "renew failed: {:?}", reply.error);
+    }
+}

@@ -1,0 +1,153 @@
+//! `scripts/stack.sh --duration N` end to end: the README's first command
+//! brings the whole stack up, shows every transition, and leaves nothing
+//! behind.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The whole demo on a loaded 2-core machine, with room to spare.
+const DEADLINE: Duration = Duration::from_secs(240);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The directory holding abictl, where cargo also puts the other binaries.
+/// `cargo test --workspace --all-targets` builds them all first; a narrower
+/// run builds the missing ones here (same target dir, same profile).
+fn bin_dir() -> PathBuf {
+    let abictl = PathBuf::from(env!("CARGO_BIN_EXE_abictl"));
+    let dir = abictl.parent().unwrap().to_path_buf();
+    let bins = [
+        "abi-discovery",
+        "provider",
+        "consumer",
+        "rollout-a",
+        "rollout-b",
+    ];
+    if bins.iter().any(|b| !dir.join(b).exists()) {
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(workspace())
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "abi-discovery",
+                "-p",
+                "abi-examples",
+                "--bins",
+            ])
+            .status()
+            .expect("run cargo build");
+        assert!(
+            status.success(),
+            "building abi-discovery and the examples failed"
+        );
+    }
+    for bin in bins {
+        assert!(dir.join(bin).exists(), "{bin} missing in {}", dir.display());
+    }
+    dir
+}
+
+/// Processes still running whose command line mentions `needle`.
+fn running(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) {
+            found.push(cmdline);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
+    let bins = tokio::task::spawn_blocking(bin_dir).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let child = tokio::process::Command::new("bash")
+        .arg(workspace().join("scripts/stack.sh"))
+        .args(["--duration", "1", "--bin-dir"])
+        .arg(&bins)
+        // Its temp dir goes here, so that we can check it is removed.
+        .env("TMPDIR", tmp.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run scripts/stack.sh");
+    let output = tokio::time::timeout(DEADLINE, child.wait_with_output())
+        .await
+        .expect("stack.sh finished within the deadline")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(output.status.success(), "stack.sh failed: {report}");
+
+    for step in [
+        "ok: demo-provider READY",
+        "ok: demo-consumer READY",
+        "ok: demo-consumer DEGRADED",
+        "ok: demo-consumer READY again",
+        "ok: demo-rollout-a v1 READY",
+        "ok: demo-rollout-b v1 READY",
+        "ok: demo-rollout-a v2 STAGED (v1 still serves)",
+        "ok: demo-rollout-a v2 READY",
+        "ok: demo-rollout-b v2 READY",
+        "ok: demo-rollout-a v1 gone",
+        "ok: demo-rollout-b v1 gone",
+        "ok: v1 processes drained and exited 0",
+        "==> stack: stopped cleanly",
+    ] {
+        assert!(stdout.contains(step), "missing `{step}` in {report}");
+    }
+    // The live events show the transitions themselves.
+    let events: Vec<&str> = stdout.lines().filter(|l| l.starts_with("    | ")).collect();
+    let saw = |module: &str, what: &str| {
+        events
+            .iter()
+            .any(|l| l.contains(&format!("{module}@1 ")) && l.contains(what))
+    };
+    assert!(saw("demo-provider", "-> READY"), "{report}");
+    assert!(saw("demo-consumer", "READY -> DEGRADED"), "{report}");
+    assert!(saw("demo-rollout-a", "STAGED"), "{report}");
+    assert!(
+        events.iter().any(|l| l.contains("demo-rollout-a@1")
+            && l.contains("gone")
+            && l.contains("rollout=v1")),
+        "{report}"
+    );
+    // Nothing left behind: no process from the stack, no temp dir.
+    let leftovers: Vec<String> = [
+        "abi-discovery",
+        "nats-server",
+        "abictl watch",
+        "rollout-a",
+        "provider",
+    ]
+    .iter()
+    .flat_map(|n| {
+        running(&format!("{}/", bins.display()))
+            .into_iter()
+            .filter(move |c| c.contains(n))
+    })
+    .collect();
+    assert!(
+        leftovers.is_empty(),
+        "left running: {leftovers:?}\n{report}"
+    );
+    assert!(
+        running(tmp.path().to_str().unwrap()).is_empty(),
+        "nats-server left running"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "temp dir not removed: {left:?}");
+}
