@@ -1,0 +1,109 @@
+//! The results of one target, and the markdown table of all of them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::LEVELS;
+use crate::measure::Summary;
+use crate::service::Usage;
+
+/// A measured operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Op {
+    /// `register` (re-registering a live instance: a full write).
+    Register,
+    /// `renew`.
+    Renew,
+    /// `get_module` with nothing changed since the previous call.
+    GetModule,
+}
+
+impl Op {
+    /// Every operation, in table order.
+    pub const ALL: [Op; 3] = [Op::Register, Op::Renew, Op::GetModule];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Register => "register",
+            Op::Renew => "renew",
+            Op::GetModule => "get_module",
+        }
+    }
+}
+
+/// What one target measured. Cells it does not measure stay empty ("—").
+#[derive(Debug, Default)]
+pub struct Column {
+    /// Column heading.
+    pub name: &'static str,
+    /// Latency per operation and live-instance count.
+    pub latency: BTreeMap<(Op, usize), Summary>,
+    /// Sustained operations per second at 256 instances.
+    pub throughput: Option<f64>,
+    /// The service process's CPU and memory.
+    pub usage: Option<Usage>,
+    /// Failed calls over the whole run.
+    pub errors: u64,
+    /// Set when the target was not run; every cell then says "skipped".
+    pub skipped: bool,
+}
+
+impl Column {
+    /// An empty column.
+    pub fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            ..Self::default()
+        }
+    }
+}
+
+/// The markdown table, one row per metric, one column per target.
+pub fn table(columns: &[Column], callers: usize) -> String {
+    let mut out = String::new();
+    let mut row = |label: &str, cell: &dyn Fn(&Column) -> Option<String>| {
+        let _ = write!(out, "| {label} |");
+        for column in columns {
+            let text = if column.skipped {
+                "skipped".to_owned()
+            } else {
+                cell(column).unwrap_or_else(|| "—".to_owned())
+            };
+            let _ = write!(out, " {text} |");
+        }
+        out.push('\n');
+    };
+    let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
+    let mut header = format!("| metric | {} |\n|---|", names.join(" | "));
+    header.push_str(&"---|".repeat(columns.len()));
+    header.push('\n');
+    for op in Op::ALL {
+        for n in LEVELS {
+            row(
+                &format!("{} @{n}: p50 / p99 (ms)", op.as_str()),
+                &|c: &Column| {
+                    c.latency.get(&(op, n)).map(|s| {
+                        format!(
+                            "{:.3} / {:.3}",
+                            s.p50.as_secs_f64() * 1e3,
+                            s.p99.as_secs_f64() * 1e3
+                        )
+                    })
+                },
+            );
+        }
+    }
+    row(
+        &format!("renew throughput @256, {callers} callers (ops/s)"),
+        &|c: &Column| c.throughput.map(|t| format!("{t:.0}")),
+    );
+    row("service CPU while measured (s)", &|c: &Column| {
+        c.usage.map(|u| format!("{:.2}", u.cpu_secs))
+    });
+    row("service peak RSS (MiB)", &|c: &Column| {
+        c.usage.map(|u| format!("{:.1}", u.peak_rss_mib))
+    });
+    row("failed calls", &|c: &Column| Some(c.errors.to_string()));
+    header + &out
+}

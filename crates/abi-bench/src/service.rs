@@ -1,0 +1,222 @@
+//! The two discovery services as child processes: our `abi-discovery` binary
+//! and the Python reference (`tests/interop/reference_owner.py serve`).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use abi_proto::discovery::v1::GetModuleResponse;
+use anyhow::{Context as _, bail};
+use async_nats::Client;
+use prost::Message as _;
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::measure;
+use crate::wire::Member;
+
+/// Lease granted to the bench's instances: longer than a whole run, so no
+/// instance expires between the phases that renew it.
+const LEASE_SECONDS: &str = "3600";
+/// How long a service may take to start serving.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a service may take to stop after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Interval between readiness probes of our service.
+const PROBE_INTERVAL: Duration = Duration::from_millis(50);
+
+/// A running service process.
+#[derive(Debug)]
+pub struct Service {
+    child: Child,
+    pid: u32,
+    cpu_at_ready: f64,
+    ticks: f64,
+}
+
+/// CPU used since the service was ready, and its peak memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    /// CPU seconds (user + system) since it started serving.
+    pub cpu_secs: f64,
+    /// Peak resident set size, MiB.
+    pub peak_rss_mib: f64,
+}
+
+/// Starts the `abi-discovery` binary at `bin` on `project` and waits until it
+/// answers `get_module`.
+///
+/// # Errors
+///
+/// When it does not start or does not answer within a minute.
+pub async fn start_ours(
+    bin: &Path,
+    nats_url: &str,
+    secret: &str,
+    project: &str,
+    client: &Client,
+    probe: &Member,
+) -> anyhow::Result<Service> {
+    let mut cmd = Command::new(bin);
+    cmd.env("NATS_URL", nats_url)
+        .env("ABI_PROJECT", project)
+        .env("ABI_JWT_SECRET", secret)
+        .env("ABI_LEASE_SECONDS", LEASE_SECONDS)
+        .env("ABI_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("start {}", bin.display()))?;
+    let pid = child.id().context("abi-discovery exited at once")?;
+    let subject = format!("abi.discovery.{project}.v1.get_module");
+    let start = Instant::now();
+    loop {
+        // Any reply that decodes means it serves (the module may not exist yet).
+        let answer = tokio::time::timeout(
+            Duration::from_secs(2),
+            client.request_with_headers(
+                subject.clone(),
+                probe.headers.clone(),
+                probe.get_module.clone(),
+            ),
+        )
+        .await;
+        if let Ok(Ok(reply)) = answer
+            && GetModuleResponse::decode(reply.payload).is_ok()
+        {
+            break;
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("abi-discovery exited with {status} before serving");
+        }
+        if start.elapsed() > START_TIMEOUT {
+            bail!("abi-discovery did not answer within {START_TIMEOUT:?}");
+        }
+        tokio::time::sleep(PROBE_INTERVAL).await;
+    }
+    Service::ready(child, pid)
+}
+
+/// Starts the Python reference with `python script serve ...` and waits for
+/// its `ready` line.
+///
+/// # Errors
+///
+/// When it does not start or does not print `ready` within a minute.
+pub async fn start_reference(
+    python: &Path,
+    script: &Path,
+    nats_url: &str,
+    secret: &str,
+    project: &str,
+) -> anyhow::Result<Service> {
+    let mut child = Command::new(python)
+        .arg(script)
+        .args(["serve", nats_url, secret, project, LEASE_SECONDS])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("start {} {}", python.display(), script.display()))?;
+    let pid = child.id().context("reference exited at once")?;
+    let stdout = child.stdout.take().context("reference stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let ready = tokio::time::timeout(START_TIMEOUT, async {
+        while let Some(line) = lines.next_line().await? {
+            if line.trim() == "ready" {
+                return Ok(true);
+            }
+        }
+        Ok::<_, std::io::Error>(false)
+    })
+    .await;
+    match ready {
+        Ok(Ok(true)) => Service::ready(child, pid),
+        Ok(Ok(false)) => bail!("reference exited before printing ready"),
+        Ok(Err(e)) => Err(e).context("read reference stdout"),
+        Err(_) => bail!("reference not ready within {START_TIMEOUT:?}"),
+    }
+}
+
+impl Service {
+    fn ready(child: Child, pid: u32) -> anyhow::Result<Self> {
+        let ticks = measure::ticks_per_second();
+        let cpu_at_ready = measure::cpu_seconds(pid, ticks)?;
+        Ok(Self {
+            child,
+            pid,
+            cpu_at_ready,
+            ticks,
+        })
+    }
+
+    /// CPU since ready and peak RSS so far.
+    ///
+    /// # Errors
+    ///
+    /// When `/proc` cannot be read (the process exited).
+    pub fn usage(&self) -> anyhow::Result<Usage> {
+        Ok(Usage {
+            cpu_secs: measure::cpu_seconds(self.pid, self.ticks)? - self.cpu_at_ready,
+            peak_rss_mib: measure::peak_rss_mib(self.pid)?,
+        })
+    }
+
+    /// Asks the process to stop (SIGTERM), and kills it if it has not exited
+    /// within 10 s.
+    pub async fn stop(mut self) {
+        let term = Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status()
+            .await;
+        let exited = term.is_ok()
+            && tokio::time::timeout(STOP_TIMEOUT, self.child.wait())
+                .await
+                .is_ok();
+        if !exited {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// The `abi-discovery` binary: `explicit`, else next to this executable (or
+/// one directory up, for test binaries in `deps/`).
+///
+/// # Errors
+///
+/// When none exists, saying how to build it.
+pub fn discovery_binary(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = explicit {
+        if path.is_file() {
+            return Ok(path);
+        }
+        bail!("--discovery-bin {} is not a file", path.display());
+    }
+    let exe = std::env::current_exe()?;
+    let found = exe
+        .ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("abi-discovery"))
+        .find(|candidate| candidate.is_file());
+    found.with_context(|| {
+        format!(
+            "abi-discovery not found next to {}: build it first with \
+             `cargo build --release -p abi-discovery` (same profile and target dir), \
+             or pass --discovery-bin",
+            exe.display()
+        )
+    })
+}
+
+/// The workspace root: this crate lives in `<root>/crates/abi-bench`.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}

@@ -1,0 +1,130 @@
+//! `abi-bench --smoke` end to end: a real nats-server, the real
+//! `abi-discovery` binary and the Python reference, a few calls each. A
+//! correctness check of the table only: no timing is asserted.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const COLUMNS: [&str; 4] = [
+    "raw req-reply",
+    "raw KV CAS",
+    "abi-discovery (Rust)",
+    "reference (Python)",
+];
+
+/// The `abi-discovery` binary of the profile this test was built with.
+/// `cargo test -p abi-bench` builds only this package's binaries, so build the
+/// service's (a no-op when it is up to date).
+fn discovery_binary() -> PathBuf {
+    let bench = Path::new(env!("CARGO_BIN_EXE_abi-bench"));
+    let profile_dir = bench.parent().expect("profile dir");
+    let target_dir = profile_dir.parent().expect("target dir");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "abi-discovery",
+        "--bin",
+        "abi-discovery",
+    ])
+    .arg("--target-dir")
+    .arg(target_dir)
+    .current_dir(root);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("run cargo build -p abi-discovery");
+    assert!(status.success(), "cargo build -p abi-discovery failed");
+    let bin = profile_dir.join("abi-discovery");
+    assert!(bin.is_file(), "{} was not built", bin.display());
+    bin
+}
+
+fn cells(line: &str) -> Vec<String> {
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().to_owned())
+        .collect()
+}
+
+/// "p50 / p99" in milliseconds, both finite, p50 <= p99.
+fn is_latency(cell: &str) -> bool {
+    let parts: Vec<f64> = cell
+        .split(" / ")
+        .filter_map(|p| p.parse::<f64>().ok())
+        .collect();
+    parts.len() == 2 && parts.iter().all(|v| v.is_finite() && *v >= 0.0) && parts[0] <= parts[1]
+}
+
+fn is_number(cell: &str) -> bool {
+    cell.parse::<f64>().is_ok_and(|v| v.is_finite() && v >= 0.0)
+}
+
+#[test]
+fn smoke_run_prints_every_row_for_every_target() {
+    let discovery = discovery_binary();
+    let out = Command::new(env!("CARGO_BIN_EXE_abi-bench"))
+        .arg("--smoke")
+        .arg("--discovery-bin")
+        .arg(&discovery)
+        .output()
+        .expect("run abi-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "abi-bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('|')).collect();
+    assert!(lines.len() >= 2, "no table in:\n{stdout}");
+    let header = cells(lines[0]);
+    assert_eq!(header[0], "metric");
+    assert_eq!(&header[1..], COLUMNS, "columns");
+    assert!(lines[1].starts_with("|---|"), "separator: {}", lines[1]);
+
+    let rows: Vec<Vec<String>> = lines[2..].iter().map(|l| cells(l)).collect();
+    for row in &rows {
+        assert_eq!(row.len(), 1 + COLUMNS.len(), "row width: {row:?}");
+    }
+    let row = |label: &str| -> &Vec<String> {
+        let found: Vec<_> = rows.iter().filter(|r| r[0] == label).collect();
+        assert_eq!(found.len(), 1, "row {label:?} in:\n{stdout}");
+        found[0]
+    };
+    for op in ["register", "renew", "get_module"] {
+        for n in [1, 64, 256] {
+            let r = row(&format!("{op} @{n}: p50 / p99 (ms)"));
+            // Request-reply and both services answer every operation; KV CAS
+            // stands for the writes only.
+            for (i, cell) in r[1..].iter().enumerate() {
+                if i == 1 && op == "get_module" {
+                    assert_eq!(cell, "—", "{op} @{n} {}", COLUMNS[i]);
+                } else {
+                    assert!(is_latency(cell), "{op} @{n} {}: {cell:?}", COLUMNS[i]);
+                }
+            }
+        }
+    }
+    let throughput = row("renew throughput @256, 64 callers (ops/s)");
+    assert!(
+        throughput[1..].iter().all(|c| is_number(c) && c != "0"),
+        "{throughput:?}"
+    );
+    for label in ["service CPU while measured (s)", "service peak RSS (MiB)"] {
+        let r = row(label);
+        assert_eq!(&r[1..3], ["—", "—"], "{label}: raw targets have no process");
+        assert!(r[3..].iter().all(|c| is_number(c)), "{label}: {r:?}");
+    }
+    let rss = row("service peak RSS (MiB)");
+    assert!(rss[3..].iter().all(|c| c != "0.0"), "{rss:?}");
+    let failed = row("failed calls");
+    assert_eq!(&failed[1..], ["0", "0", "0", "0"], "failed calls");
+    assert_eq!(rows.len(), 13, "no other rows:\n{stdout}");
+}
