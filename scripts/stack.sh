@@ -195,7 +195,7 @@ printf '    live events (abictl watch) follow, one line each:\n'
 # `$!` of `cmd > >(filter) &` is cmd's own pid, so the watch stops cleanly.
 python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \
   "$bin_dir/abictl" watch 2>>"$tmp/logs/watch.log" </dev/null \
-  > >(while IFS= read -r line; do printf '    | %s\n' "$line"; done) &
+  > >(trap '' INT; while IFS= read -r line; do printf '    | %s\n' "$line"; done) &
 procs+=("$! watch")
 
 

@@ -1,5 +1,6 @@
 //! `abictl watch`: registry events as they happen, until Ctrl-C or `--for`.
 
+use std::io::Write as _;
 use std::time::Duration;
 
 use abi_sdk::{RegistryEvent, pb};
@@ -34,7 +35,14 @@ pub async fn run(cx: Ctx<'_>, for_secs: Option<f64>) -> anyhow::Result<()> {
             () = &mut stop => break,
             () = &mut until => break,
             event = events.next() => match event {
-                Some(event) => println!("{}", line(&event, now_epoch(), cx.global.json, cx.style)),
+                Some(event) => {
+                    let text = line(&event, now_epoch(), cx.global.json, cx.style);
+                    // A reader that went away (a closed pipe) ends the watch quietly.
+                    let mut out = std::io::stdout().lock();
+                    if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+                        break;
+                    }
+                }
                 None => break,
             },
         }
