@@ -254,8 +254,8 @@ ctl rollouts | sed 's/^/    /'
 
 # --- up -----------------------------------------------------------------------
 printf '\n==> stack is up: NATS_URL=%s ABI_PROJECT=%s\n' "$NATS_URL" "$project"
-printf '    try: NATS_URL=%s ABI_PROJECT=%s ABI_JWT_SECRET_FILE=%s abictl tree\n' \
-  "$NATS_URL" "$project" "$secret_file"
+printf '    try: NATS_URL=%s ABI_PROJECT=%s ABI_JWT_SECRET_FILE=%s %s/abictl tree\n' \
+  "$NATS_URL" "$project" "$secret_file" "$bin_dir"
 if [ -n "$duration" ]; then
   printf '    stopping in %ss (or Ctrl-C)\n' "$duration"
   end=$((SECONDS + duration))
