@@ -269,10 +269,12 @@ async fn watch_prints_events_and_rollouts_show_what_a_staged_rollout_waits_for()
     };
     stack.register(descriptor("a", &[]), "a-1", true).await;
     // A v2 of "a" in a two-module rollout: initialized, but b never came.
+    // (The watch runs a generous while so that a loaded machine still sees
+    // both events.)
     stack
         .register_in_rollout(staged("a"), "a-2", "v2", &["a", "b"])
         .await;
-    let watch = stack.abictl().run(&["watch", "--for", "3"]).await;
+    let watch = stack.abictl().run(&["watch", "--for", "10"]).await;
     let text = watch.ok();
     assert!(
         text.lines()
