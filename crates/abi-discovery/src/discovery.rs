@@ -21,18 +21,21 @@
 //! under way (see `store::coalesce`), so sharing keeps read-your-writes.
 
 use std::num::NonZeroUsize;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use abi_proto::discovery::v1 as pb;
 use abi_registry::{Error, ErrorCode, Mutation, Outcome, Rules};
+use futures::FutureExt as _;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::clock::Clock;
+use crate::metrics::HistogramSnapshot;
 use crate::store::SnapshotStore;
 use crate::store::cache::SnapshotCache;
 use crate::store::coalesce::Coalescer;
@@ -100,6 +103,8 @@ pub struct DiscoveryStats {
     pub cache_hits: u64,
     /// Snapshot downloads by lookup checks.
     pub reloads: u64,
+    /// Size of the snapshot last written or downloaded, in bytes.
+    pub snapshot_bytes: u64,
 }
 
 /// The discovery service's core, cheap to clone. See the module docs.
@@ -115,6 +120,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     counters: Arc<Counters>,
     reader: Reader,
+    /// Cancelled when the writer task dies unexpectedly.
+    writer_failed: CancellationToken,
     lookups: Coalescer<Result<Arc<pb::RegistryState>, Error>>,
 }
 
@@ -155,17 +162,29 @@ impl Discovery {
                 store_timeout: cfg.store_timeout,
             },
         };
-        tracker.spawn(
-            writer
-                .run(cmd_rx, shutdown)
-                .instrument(tracing::info_span!("discovery_writer")),
-        );
+        let writer_failed = CancellationToken::new();
+        let failed = writer_failed.clone();
+        let run = writer
+            .run(cmd_rx, shutdown)
+            .instrument(tracing::info_span!("discovery_writer"));
+        tracker.spawn(async move {
+            // A panic drops the writer's queue, so every later mutation is
+            // answered UNAVAILABLE: report it instead of serving like that.
+            if let Err(panic) = AssertUnwindSafe(run).catch_unwind().await {
+                tracing::error!(
+                    panic = panic_message(panic.as_ref()),
+                    "the registry writer task died"
+                );
+                failed.cancel();
+            }
+        });
         Self {
             inner: Arc::new(Inner {
                 cmd_tx,
                 rules,
                 clock,
                 counters: Arc::clone(&counters),
+                writer_failed,
                 reader: Reader {
                     store,
                     cache,
@@ -342,7 +361,41 @@ impl Discovery {
             lookups: get(&c.lookups),
             cache_hits: get(&c.cache_hits),
             reloads: get(&c.reloads),
+            snapshot_bytes: get(&c.snapshot_bytes),
         }
+    }
+
+    /// Mutations per writer batch, since start.
+    pub fn batch_sizes(&self) -> HistogramSnapshot {
+        self.inner.counters.batch_sizes.0.snapshot()
+    }
+
+    /// The snapshot this process last read or wrote, as stored (expired
+    /// records included), without asking the store: `None` before the first
+    /// one and after a store failure. It may miss other owners' latest writes.
+    pub fn cached_snapshot(&self) -> Option<Arc<pb::RegistryState>> {
+        self.inner.reader.cache.get().map(|decoded| decoded.state)
+    }
+
+    /// The service clock's current time, in seconds since the Unix epoch.
+    pub fn now(&self) -> f64 {
+        self.inner.clock.now()
+    }
+
+    /// Resolves once the writer task has died (it panicked): from then on every
+    /// mutation is answered `UNAVAILABLE`, so the process should exit. Never
+    /// resolves when the writer stops normally.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub fn writer_failed(&self) -> WaitForCancellationFutureOwned {
+        self.inner.writer_failed.clone().cancelled_owned()
+    }
+
+    /// Whether the writer task has died (see [`Discovery::writer_failed`]).
+    pub fn writer_has_failed(&self) -> bool {
+        self.inner.writer_failed.is_cancelled()
     }
 }
 
@@ -358,6 +411,9 @@ impl Reader {
             return Ok(cached.state);
         }
         let snapshot = self.bounded("read", self.store.read()).await?;
+        self.counters
+            .snapshot_bytes
+            .store(snapshot.bytes.len() as u64, Ordering::Relaxed);
         let decoded = writer::decode(snapshot.bytes, snapshot.revision, token).map_err(|e| {
             Counters::bump(&self.counters.store_errors);
             tracing::warn!(error = %e, revision = snapshot.revision, "registry snapshot does not decode");
@@ -388,6 +444,107 @@ impl Reader {
     }
 }
 
+/// The text of a panic payload (a `&str` or a `String`), if it has one.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
 fn unavailable() -> Error {
     Error::new(ErrorCode::Unavailable, UNAVAILABLE_MESSAGE)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use bytes::Bytes;
+    use futures::future::BoxFuture;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{CasError, Snapshot, StoreError};
+
+    /// A store whose compare-and-swap panics, to kill the writer.
+    #[derive(Debug)]
+    struct PanickingStore;
+
+    impl SnapshotStore for PanickingStore {
+        fn read(&self) -> BoxFuture<'_, Result<Snapshot, StoreError>> {
+            Box::pin(async { Ok(Snapshot::default()) })
+        }
+
+        fn compare_and_swap(&self, _: Bytes, _: u64) -> BoxFuture<'_, Result<u64, CasError>> {
+            Box::pin(async { panic!("injected writer failure") })
+        }
+
+        fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
+            Box::pin(async { Ok(0) })
+        }
+    }
+
+    fn start(
+        store: Arc<dyn SnapshotStore>,
+        tracker: &TaskTracker,
+        stop: CancellationToken,
+    ) -> Discovery {
+        Discovery::start(
+            store,
+            Rules::default(),
+            Arc::new(ManualClock::new(1_000.0)),
+            DiscoveryConfig::default(),
+            tracker,
+            stop,
+        )
+    }
+
+    fn register() -> Mutation {
+        Mutation::Register(pb::RegisterRequest {
+            descriptor: Some(pb::ModuleDescriptor {
+                module_id: "billing".into(),
+                contract_major: 1,
+                ..Default::default()
+            }),
+            instance_id: "billing-1".into(),
+            lease_token: "t".repeat(32),
+            ..Default::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn a_writer_panic_is_reported() {
+        let tracker = TaskTracker::new();
+        let discovery = start(Arc::new(PanickingStore), &tracker, CancellationToken::new());
+        assert!(!discovery.writer_has_failed());
+        let answer = discovery.mutate(register(), "billing").await;
+        assert_eq!(answer.unwrap_err().code(), ErrorCode::Unavailable);
+        tokio::time::timeout(Duration::from_secs(30), discovery.writer_failed())
+            .await
+            .expect("the writer's death is reported");
+        assert!(discovery.writer_has_failed());
+        let again = discovery.mutate(register(), "billing").await;
+        assert_eq!(again.unwrap_err().code(), ErrorCode::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn a_writer_stopped_on_purpose_has_not_failed() {
+        let tracker = TaskTracker::new();
+        let stop = CancellationToken::new();
+        let discovery = start(Arc::new(MemoryStore::new()), &tracker, stop.clone());
+        assert!(discovery.mutate(register(), "billing").await.is_ok());
+        assert_eq!(discovery.batch_sizes().count, 1);
+        assert!(discovery.stats().snapshot_bytes > 0);
+        let cached = discovery.cached_snapshot().expect("the write is cached");
+        assert_eq!(cached.records.len(), 1);
+        stop.cancel();
+        tracker.close();
+        tokio::time::timeout(Duration::from_secs(30), tracker.wait())
+            .await
+            .expect("the writer stops");
+        assert!(!discovery.writer_has_failed());
+    }
 }

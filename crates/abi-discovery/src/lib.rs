@@ -6,12 +6,14 @@
 //! adapters), `writer` (the group-commit writer task), `discovery` (the
 //! facade the endpoints call), `clock`, `config`, `subjects`, `endpoints`
 //! (NATS request handling), `micro` (the NATS micro-service endpoints),
+//! `metrics` (Prometheus text on `ABI_METRICS_ADDR`),
 //! `shutdown`, `run` (wiring it all together for the binary).
 
 pub mod clock;
 pub mod config;
 pub mod discovery;
 pub mod endpoints;
+pub mod metrics;
 pub mod micro;
 pub mod run;
 pub mod shutdown;

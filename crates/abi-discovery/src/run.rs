@@ -4,6 +4,10 @@
 //! Stop order: stop taking requests (the broker confirms the UNSUBs), answer the
 //! requests already received, close the writer's input and let it commit its last
 //! batch, flush NATS. All of it within the grace period.
+//!
+//! The registry writer is critical: if its task dies, every mutation would be
+//! answered `UNAVAILABLE`, so `run` stops the same way and returns an error (the
+//! binary exits non-zero and its supervisor restarts it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +22,7 @@ use crate::clock::SystemClock;
 use crate::config::{NatsAuth, Valid};
 use crate::discovery::{DEFAULT_MAX_DELAY, Discovery, DiscoveryConfig};
 use crate::endpoints::{self, Handler, Stats};
+use crate::metrics::{self, Metrics};
 use crate::micro;
 use crate::store::jetstream::{JetStreamStore, JetStreamStoreConfig, bucket_name};
 
@@ -74,7 +79,25 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
     writer_tracker.close();
 
     let stats = Arc::new(Stats::default());
-    let handler = Arc::new(Handler::new(discovery, cfg.secret.clone(), max_payload));
+    let writer_failed = discovery.writer_failed();
+    let metrics_stop = CancellationToken::new();
+    let metrics_task = match cfg.metrics_addr {
+        Some(addr) => Some(
+            metrics::serve(
+                addr,
+                Metrics::new(Arc::clone(&stats), discovery.clone()),
+                metrics_stop.clone(),
+            )
+            .await
+            .with_context(|| format!("could not serve metrics on {addr} (ABI_METRICS_ADDR)"))?,
+        ),
+        None => None,
+    };
+    let handler = Arc::new(Handler::new(
+        discovery.clone(),
+        cfg.secret.clone(),
+        max_payload,
+    ));
     let requests = TaskTracker::new();
     let stop_serving = shutdown.child_token();
     let mut serving = endpoints::serve(
@@ -101,9 +124,6 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
     )
     .await
     .context("could not subscribe the micro-service endpoints")?;
-    if cfg.metrics_addr.is_some() {
-        tracing::warn!("ABI_METRICS_ADDR is set but metrics are not served yet");
-    }
     tracing::info!(
         project = %cfg.project,
         lease_seconds = cfg.lease_seconds,
@@ -111,9 +131,11 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
         "abi-discovery ready"
     );
 
+    // The writer's death is logged where it is caught; here it only stops us.
     let ended_early = tokio::select! {
         () = shutdown.cancelled() => None,
         ended = &mut serving.task => Some(ended),
+        () = writer_failed => None,
     };
     let deadline = Instant::now() + cfg.shutdown_grace;
     stop_serving.cancel();
@@ -138,6 +160,20 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
         tokio::time::timeout_at(deadline + Duration::from_secs(1), client.flush()).await,
         Ok(Ok(()))
     );
+    metrics_stop.cancel();
+    if let Some(mut task) = metrics_task {
+        // A scrape still running when the deadline passes is abandoned.
+        if tokio::time::timeout_at(deadline + Duration::from_secs(1), &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
+
+    if discovery.writer_has_failed() {
+        bail!("the registry writer task died");
+    }
 
     match serve_result {
         Ok(Ok(())) => {}

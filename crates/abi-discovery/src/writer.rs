@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::clock::Clock;
+use crate::metrics::Histogram;
 use crate::store::cache::{Decoded, SnapshotCache};
 use crate::store::{CasError, SnapshotStore, StoreError};
 
@@ -83,6 +84,24 @@ pub(crate) struct Counters {
     pub(crate) lookups: AtomicU64,
     pub(crate) cache_hits: AtomicU64,
     pub(crate) reloads: AtomicU64,
+    /// Size of the snapshot last written or downloaded, in bytes.
+    pub(crate) snapshot_bytes: AtomicU64,
+    /// Mutations per batch.
+    pub(crate) batch_sizes: BatchSizes,
+}
+
+/// Upper bounds of the batch size histogram: powers of two up to the largest
+/// sensible `ABI_MAX_BATCH`.
+static BATCH_SIZE_BOUNDS: [u64; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+
+/// The batch size histogram, with its bounds.
+#[derive(Debug)]
+pub(crate) struct BatchSizes(pub(crate) Histogram<11>);
+
+impl Default for BatchSizes {
+    fn default() -> Self {
+        Self(Histogram::new(&BATCH_SIZE_BOUNDS))
+    }
 }
 
 impl Counters {
@@ -190,6 +209,7 @@ impl Writer {
         );
         async {
             Counters::bump(&self.counters.batches);
+            self.counters.batch_sizes.0.observe(batch.len() as u64);
             self.counters
                 .mutations
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
@@ -270,6 +290,7 @@ impl Writer {
             return Ok(answers);
         }
         let bytes = Bytes::from(state.encode_to_vec());
+        let written = bytes.len() as u64;
         let cas = self.store.compare_and_swap(bytes, start.revision);
         let new_revision = match tokio::time::timeout(self.cfg.store_timeout, cas).await {
             Ok(Ok(revision)) => revision,
@@ -278,6 +299,9 @@ impl Writer {
             Err(_) => return Err(AttemptError::Store(self.timed_out("compare_and_swap"))),
         };
         Counters::bump(&self.counters.commits);
+        self.counters
+            .snapshot_bytes
+            .store(written, Ordering::Relaxed);
         // Cache before answering, so a lookup made after the answer sees it.
         self.cache.offer(Decoded {
             state: Arc::new(state),
@@ -303,6 +327,9 @@ impl Writer {
             Ok(Err(e)) => return Err(AttemptError::Store(error_chain(&e))),
             Err(_) => return Err(AttemptError::Store(self.timed_out("read"))),
         };
+        self.counters
+            .snapshot_bytes
+            .store(snapshot.bytes.len() as u64, Ordering::Relaxed);
         // Only this snapshot's own revision vouches for it (the token of a
         // bucket holding nothing else).
         let decoded = decode(snapshot.bytes, snapshot.revision, snapshot.revision)
