@@ -136,7 +136,7 @@ pub struct Config {
     #[arg(long, env = "ABI_MAX_CONCURRENT_REQUESTS", default_value_t = DEFAULT_MAX_CONCURRENT_REQUESTS)]
     pub max_concurrent_requests: usize,
 
-    /// Address to serve metrics on (reserved: metrics are not served yet).
+    /// Address to serve Prometheus metrics on (`GET /metrics`), e.g. 127.0.0.1:9464; unset: none.
     #[arg(long, env = "ABI_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
 }
@@ -263,7 +263,7 @@ pub struct Valid {
     pub max_batch: NonZeroUsize,
     /// Requests handled at once.
     pub max_concurrent_requests: NonZeroUsize,
-    /// Where metrics would be served.
+    /// Where Prometheus metrics are served, if anywhere.
     pub metrics_addr: Option<SocketAddr>,
 }
 

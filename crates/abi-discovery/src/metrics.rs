@@ -346,6 +346,7 @@ impl Encoder {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     static BOUNDS: [u64; 3] = [1, 5, 10];
@@ -360,6 +361,57 @@ mod tests {
         assert_eq!(s.buckets, [(1, 2), (5, 3), (10, 4)]);
         assert_eq!(s.count, 6);
         assert_eq!(s.sum, 125);
+    }
+
+    #[tokio::test]
+    async fn every_metric_is_rendered_and_documented() {
+        use tokio_util::task::TaskTracker;
+
+        let tracker = TaskTracker::new();
+        let discovery = Discovery::start(
+            Arc::new(crate::store::memory::MemoryStore::new()),
+            abi_registry::Rules::default(),
+            Arc::new(crate::clock::ManualClock::new(1_000.0)),
+            crate::discovery::DiscoveryConfig::default(),
+            &tracker,
+            CancellationToken::new(),
+        );
+        let stats = Arc::new(Stats::default());
+        stats.record(
+            Operation::Renew,
+            std::time::Duration::from_millis(3),
+            Some(("LEASE_EXPIRED", "gone")),
+        );
+        let metrics = Metrics::new(Arc::clone(&stats), discovery.clone());
+        // Nothing cached yet: no live-instance samples.
+        assert_eq!(metrics.live_instances(), None);
+        discovery.snapshot().await.unwrap();
+        assert_eq!(metrics.live_instances(), Some([0; 5]));
+        let text = metrics.render();
+        assert!(text.contains(
+            "abi_discovery_requests_total{operation=\"renew\",code=\"LEASE_EXPIRED\"} 1\n"
+        ));
+        assert!(text.contains("abi_discovery_requests_total{operation=\"renew\",code=\"OK\"} 0\n"));
+        assert!(text.contains(
+            "abi_discovery_request_duration_seconds_bucket{operation=\"renew\",le=\"0.005\"} 1\n"
+        ));
+        assert!(text.contains("abi_discovery_live_instances{status=\"READY\"} 0\n"));
+        let names: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .filter_map(|rest| rest.split(' ').next())
+            .collect();
+        assert_eq!(names.len(), 11, "{text}");
+        let module_doc = include_str!("metrics.rs");
+        let operator_doc = include_str!("../../../docs/metrics.md");
+        for name in names {
+            let row = format!("| `{name}` |");
+            assert!(module_doc.contains(&row), "{name} is not in the module doc");
+            assert!(
+                operator_doc.contains(&row),
+                "{name} is not in docs/metrics.md"
+            );
+        }
     }
 
     #[test]
