@@ -81,6 +81,8 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
     let stats = Arc::new(Stats::default());
     let writer_failed = discovery.writer_failed();
     let metrics_stop = CancellationToken::new();
+    // Also stops the metrics when a later start step fails and we return early.
+    let _stop_metrics_on_return = metrics_stop.clone().drop_guard();
     let metrics_task = match cfg.metrics_addr {
         Some(addr) => Some(
             metrics::serve(

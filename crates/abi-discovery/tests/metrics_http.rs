@@ -326,3 +326,31 @@ async fn metrics_count_requests_like_srv_stats() {
         "the metrics stop with the service"
     );
 }
+
+#[tokio::test]
+async fn a_metrics_address_in_use_fails_the_start() {
+    let server = NatsServer::start().await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let project = unique_name("metrics");
+    let args = [
+        "abi-discovery",
+        "--nats-url",
+        &server.url(),
+        "--project",
+        &project,
+        "--jwt-secret",
+        SECRET,
+        "--metrics-addr",
+        &addr,
+    ];
+    let valid = Config::try_parse_from(args).unwrap().validate().unwrap();
+    let ended = tokio::time::timeout(
+        CALL_TIMEOUT,
+        abi_discovery::run::run(valid, CancellationToken::new()),
+    )
+    .await
+    .expect("run gives up at once");
+    let error = format!("{:#}", ended.expect_err("the port is taken"));
+    assert!(error.contains("ABI_METRICS_ADDR"), "{error}");
+}
