@@ -169,19 +169,19 @@ fn the_image_builds_in_a_builder_stage_and_runs_as_non_root() {
 
 #[test]
 fn docs_config_lists_every_service_setting() {
-    let doc = workspace_file("docs/config.md");
+    let doc = workspace_file("README.md");
     let command = abi_discovery::config::Config::command();
     for arg in command.get_arguments() {
         let Some(env) = arg.get_env() else { continue };
         let env = env.to_string_lossy();
         assert!(
             doc.contains(&format!("`{env}`")),
-            "docs/config.md lacks {env}"
+            "README.md lacks {env}"
         );
         let long = arg.get_long().unwrap();
         assert!(
             doc.contains(&format!("`--{long}`")),
-            "docs/config.md lacks --{long}"
+            "README.md lacks --{long}"
         );
     }
 }
