@@ -70,6 +70,7 @@ pub struct DiscoveryConfig {
     pub(crate) rollout_id: String,
     pub(crate) rollout_modules: Vec<String>,
     pub(crate) watch: bool,
+    pub(crate) health_summary_interval: Duration,
 }
 
 impl Default for DiscoveryConfig {
@@ -81,6 +82,7 @@ impl Default for DiscoveryConfig {
             rollout_id: String::new(),
             rollout_modules: Vec::new(),
             watch: true,
+            health_summary_interval: crate::session::DEFAULT_HEALTH_SUMMARY_INTERVAL,
         }
     }
 }
@@ -132,6 +134,14 @@ impl DiscoveryConfig {
     #[must_use]
     pub fn watch(mut self, enabled: bool) -> Self {
         self.watch = enabled;
+        self
+    }
+
+    /// How often the lease health summary is logged (default 300 s; zero:
+    /// never). Status changes are logged whatever this is.
+    #[must_use]
+    pub fn health_summary_interval(mut self, interval: Duration) -> Self {
+        self.health_summary_interval = interval;
         self
     }
 
@@ -419,6 +429,7 @@ mod tests {
         assert_eq!(discovery.rollout_modules, vec!["a", "b"]);
         assert_eq!(discovery.startup_timeout, Duration::from_secs(60));
         assert_eq!(discovery.refresh_interval, Duration::from_secs(2));
+        assert_eq!(discovery.health_summary_interval, Duration::from_secs(300));
         assert_eq!(config.health, Some("0.0.0.0:0".parse().unwrap()));
         assert!(config.token.is_some());
     }

@@ -64,7 +64,10 @@ pub use runner::{
     Context, HookResult, MODULE_INBOX_PREFIX, Module, ModuleSpec, RunError, RunErrorKind, Runner,
     WorkGuard, run_module,
 };
-pub use session::{Rollout, Session, SessionError, SessionErrorKind, SessionHandle};
+pub use session::{
+    DEFAULT_HEALTH_SUMMARY_INTERVAL, Rollout, Session, SessionError, SessionErrorKind,
+    SessionHandle,
+};
 pub use status::Status;
 pub use token::TokenSource;
 pub use watch::{RegistryEvent, RegistryWatch, WatchOptions};

@@ -8,6 +8,11 @@
 //! same instance id with a new lease token, so what the process serves keeps
 //! its address. Transient failures are retried with backoff; any other wire
 //! code ends the session with an error.
+//!
+//! Every change of the instance's status (as discovery answers it, or
+//! UNAVAILABLE when the lease is not confirmed) is logged once, and every
+//! [`DEFAULT_HEALTH_SUMMARY_INTERVAL`] the renewal loop logs a summary of
+//! the renewals since the session started.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,6 +33,9 @@ use crate::status::Status;
 
 /// The lease assumed before the service grants one (the reference's default).
 const INITIAL_LEASE: Duration = Duration::from_secs(20);
+
+/// How often the lease health summary is logged by default.
+pub const DEFAULT_HEALTH_SUMMARY_INTERVAL: Duration = Duration::from_secs(300);
 
 /// Why a session failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,6 +102,63 @@ struct State {
     lease: Duration,
     confirmed_until: Option<Instant>,
     status: Status,
+    /// Zero: no health summary.
+    summary_interval: Duration,
+}
+
+impl State {
+    /// Records `new` as the instance's status; returns the previous one
+    /// when it changed, so each change is logged once.
+    fn set_status(&mut self, new: Status) -> Option<Status> {
+        let old = std::mem::replace(&mut self.status, new);
+        (old != new).then_some(old)
+    }
+}
+
+/// Logs a status change of `instance_id`, if any.
+fn log_status_change(instance_id: &str, change: Option<Status>, new: Status) {
+    if let Some(old) = change {
+        info!(instance_id = %instance_id, old_status = %old, new_status = %new, "instance status changed");
+    }
+}
+
+/// Renewal outcomes since the renewal loop started, for the health summary.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Tally {
+    ok: u64,
+    failed: u64,
+    /// The last successful renewal, or the start of the loop (the lease was
+    /// just confirmed by the registration).
+    last_ok: Instant,
+}
+
+impl Tally {
+    fn new(now: Instant) -> Self {
+        Self {
+            ok: 0,
+            failed: 0,
+            last_ok: now,
+        }
+    }
+
+    fn record(&mut self, ok: bool, now: Instant) {
+        if ok {
+            self.ok = self.ok.saturating_add(1);
+            self.last_ok = now;
+        } else {
+            self.failed = self.failed.saturating_add(1);
+        }
+    }
+
+    /// Successful renewals over all renewals, 1.0 before the first one.
+    fn success_rate(&self) -> f64 {
+        let total = self.ok.saturating_add(self.failed);
+        if total == 0 {
+            1.0
+        } else {
+            self.ok as f64 / total as f64
+        }
+    }
 }
 
 impl Session {
@@ -133,6 +198,7 @@ impl Session {
                 lease: INITIAL_LEASE,
                 confirmed_until: None,
                 status: Status::Starting,
+                summary_interval: DEFAULT_HEALTH_SUMMARY_INTERVAL,
             }),
             exchange: tokio::sync::Mutex::new(()),
             drain_requested: CancellationToken::new(),
@@ -191,12 +257,13 @@ impl Session {
             let _ = task.await;
         }
         let shared = &self.handle.shared;
-        let lease_token = {
+        let (lease_token, change) = {
             let mut state = shared.state();
-            state.status = Status::Stopped;
+            let change = state.set_status(Status::Stopped);
             state.confirmed_until = None;
-            state.lease_token.clone()
+            (state.lease_token.clone(), change)
         };
+        log_status_change(&shared.instance_id, change, Status::Stopped);
         shared.status_tx.send_replace(Status::Stopped);
         let request = pb::UnregisterRequest {
             instance_id: shared.instance_id.clone(),
@@ -266,6 +333,13 @@ impl SessionHandle {
         self.shared.drain_requested.clone()
     }
 
+    /// How often the renewal loop logs its health summary (renewals ok and
+    /// failed since the start, success rate, time since the last success,
+    /// status); default [`DEFAULT_HEALTH_SUMMARY_INTERVAL`], zero turns it off.
+    pub fn set_health_summary_interval(&self, interval: Duration) {
+        self.shared.state().summary_interval = interval;
+    }
+
     /// Reports the instance initialized from the next renewal on.
     pub fn set_initialized(&self) {
         self.shared.state().initialized = true;
@@ -310,15 +384,16 @@ impl Shared {
         let status = instance
             .map(|i| Status::parse(&i.status))
             .unwrap_or(Status::Unknown);
-        {
+        let change = {
             let mut state = self.state();
             state.lease = lease;
             state.confirmed_until = Some(started + lease);
-            state.status = status;
             if status == Status::Draining {
                 state.draining = true;
             }
-        }
+            state.set_status(status)
+        };
+        log_status_change(&self.instance_id, change, status);
         if status == Status::Draining {
             self.drain_requested.cancel();
         }
@@ -327,13 +402,9 @@ impl Shared {
     }
 
     fn mark_unavailable(&self) {
-        let changed = {
-            let mut state = self.state();
-            let changed = state.status != Status::Unavailable;
-            state.status = Status::Unavailable;
-            changed
-        };
-        if changed {
+        let change = self.state().set_status(Status::Unavailable);
+        if change.is_some() {
+            log_status_change(&self.instance_id, change, Status::Unavailable);
             self.status_tx.send_replace(Status::Unavailable);
         }
     }
@@ -405,6 +476,9 @@ trait Renewal: Send + Sync + 'static {
     fn delay(&self, failures: u32) -> Duration;
     fn failed(&self);
     fn instance_id(&self) -> &str;
+    /// Zero: no summary.
+    fn summary_interval(&self) -> Duration;
+    fn summary(&self, tally: &Tally, now: Instant);
 }
 
 impl Renewal for Shared {
@@ -423,17 +497,47 @@ impl Renewal for Shared {
     fn instance_id(&self) -> &str {
         &self.instance_id
     }
+
+    fn summary_interval(&self) -> Duration {
+        self.state().summary_interval
+    }
+
+    fn summary(&self, tally: &Tally, now: Instant) {
+        let status = self.state().status;
+        info!(
+            instance_id = %self.instance_id,
+            renewals_ok = tally.ok,
+            renewals_failed = tally.failed,
+            success_rate = tally.success_rate(),
+            secs_since_last_success = now.saturating_duration_since(tally.last_ok).as_secs_f64(),
+            status = %status,
+            "lease health (renewals since the session started)"
+        );
+    }
 }
 
 /// Renews until a failure no retry can fix, and returns it.
 ///
 /// `LEASE_EXPIRED` is handled inside an attempt (a fresh registration); here
 /// it only counts as a failure when registering again failed too.
+///
+/// After a renewal, once the summary interval passed since the last summary
+/// (or the start), logs the counts since the start.
 async fn heartbeat<R: Renewal>(lease: Arc<R>) -> SessionError {
     let mut failures = 0u32;
+    let mut tally = Tally::new(Instant::now());
+    let mut last_summary = Instant::now();
     loop {
         tokio::time::sleep(lease.delay(failures)).await;
-        match lease.attempt().await {
+        let outcome = lease.attempt().await;
+        let now = Instant::now();
+        tally.record(outcome.is_ok(), now);
+        let interval = lease.summary_interval();
+        if !interval.is_zero() && now.saturating_duration_since(last_summary) >= interval {
+            lease.summary(&tally, now);
+            last_summary = now;
+        }
+        match outcome {
             Ok(_) => failures = 0,
             Err(err) if err.is_retryable() || err.kind() == CallErrorKind::LeaseExpired => {
                 lease.failed();
@@ -466,6 +570,8 @@ mod tests {
         attempts: Mutex<Vec<Instant>>,
         confirmed_until: Mutex<Instant>,
         unavailable: Mutex<usize>,
+        summary_interval: Duration,
+        summaries: Mutex<Vec<(Tally, Instant)>>,
     }
 
     const LEASE: Duration = Duration::from_secs(20);
@@ -502,14 +608,31 @@ mod tests {
         fn instance_id(&self) -> &str {
             "i"
         }
+
+        fn summary_interval(&self) -> Duration {
+            self.summary_interval
+        }
+
+        fn summary(&self, tally: &Tally, now: Instant) {
+            self.summaries.lock().unwrap().push((*tally, now));
+        }
     }
 
     fn scripted(outcomes: Vec<Result<Status, CallErrorKind>>) -> Arc<Scripted> {
+        scripted_with_summary(outcomes, DEFAULT_HEALTH_SUMMARY_INTERVAL)
+    }
+
+    fn scripted_with_summary(
+        outcomes: Vec<Result<Status, CallErrorKind>>,
+        summary_interval: Duration,
+    ) -> Arc<Scripted> {
         Arc::new(Scripted {
             outcomes: Mutex::new(outcomes.into()),
             attempts: Mutex::default(),
             confirmed_until: Mutex::new(Instant::now() + LEASE),
             unavailable: Mutex::default(),
+            summary_interval,
+            summaries: Mutex::default(),
         })
     }
 
@@ -592,5 +715,108 @@ mod tests {
         assert!(!task.is_finished());
         task.abort();
         assert!(lease.attempts.lock().unwrap().len() >= 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_health_summary_counts_renewals_since_the_start() {
+        use CallErrorKind::*;
+        // ok, fail, fail, ok, then ok forever.
+        let lease = scripted_with_summary(
+            vec![
+                Ok(Status::Ready),
+                Err(Unavailable),
+                Err(TimedOut),
+                Ok(Status::Ready),
+            ],
+            Duration::from_secs(60),
+        );
+        let started = Instant::now();
+        let task = tokio::spawn(heartbeat(lease.clone()));
+        tokio::time::sleep(Duration::from_secs(150)).await;
+        task.abort();
+        let summaries = lease.summaries.lock().unwrap().clone();
+        let attempts = lease.attempts.lock().unwrap().clone();
+        // A summary at the first renewal a minute or more after the last one
+        // (or the start); healthy renewals are at most ~5.5 s apart.
+        assert_eq!(summaries.len(), 2, "{summaries:?}");
+        let mut previous = started;
+        for (tally, at) in &summaries {
+            let gap = (*at - previous).as_secs_f64();
+            assert!((60.0..66.0).contains(&gap), "{gap}");
+            previous = *at;
+            let so_far = attempts.iter().filter(|a| **a <= *at).count() as u64;
+            assert_eq!(tally.ok + tally.failed, so_far, "{tally:?}");
+            assert_eq!(tally.failed, 2, "{tally:?}");
+            assert!((tally.success_rate() - (so_far - 2) as f64 / so_far as f64).abs() < 1e-9);
+            // The summary follows a successful renewal.
+            assert_eq!(tally.last_ok, *at);
+        }
+        // A zero interval turns the summary off.
+        let quiet = scripted_with_summary(vec![], Duration::ZERO);
+        let task = tokio::spawn(heartbeat(quiet.clone()));
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        task.abort();
+        assert!(quiet.summaries.lock().unwrap().is_empty());
+        assert!(quiet.attempts.lock().unwrap().len() > 10);
+    }
+
+    #[test]
+    fn tally_reports_time_since_the_last_success_and_the_rate() {
+        let start = Instant::now();
+        let mut tally = Tally::new(start);
+        assert_eq!(tally.success_rate(), 1.0);
+        tally.record(true, start + Duration::from_secs(5));
+        tally.record(false, start + Duration::from_secs(10));
+        tally.record(false, start + Duration::from_secs(15));
+        tally.record(true, start + Duration::from_secs(20));
+        tally.record(false, start + Duration::from_secs(25));
+        assert_eq!((tally.ok, tally.failed), (2, 3));
+        assert!((tally.success_rate() - 0.4).abs() < 1e-9);
+        assert_eq!(tally.last_ok, start + Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_status_change_is_reported_once_not_on_every_renewal() {
+        let mut state = State {
+            lease_token: String::new(),
+            initialized: false,
+            draining: false,
+            lease: LEASE,
+            confirmed_until: None,
+            status: Status::Starting,
+            summary_interval: DEFAULT_HEALTH_SUMMARY_INTERVAL,
+        };
+        // What renewals and failures would set, in order.
+        let sequence = [
+            Status::Starting,
+            Status::Starting,
+            Status::Degraded,
+            Status::Degraded,
+            Status::Ready,
+            Status::Ready,
+            Status::Ready,
+            Status::Unavailable,
+            Status::Unavailable,
+            Status::Starting,
+            Status::Ready,
+            Status::Draining,
+            Status::Draining,
+        ];
+        let changes: Vec<(Status, Status)> = sequence
+            .iter()
+            .filter_map(|&new| state.set_status(new).map(|old| (old, new)))
+            .collect();
+        assert_eq!(
+            changes,
+            vec![
+                (Status::Starting, Status::Degraded),
+                (Status::Degraded, Status::Ready),
+                (Status::Ready, Status::Unavailable),
+                (Status::Unavailable, Status::Starting),
+                (Status::Starting, Status::Ready),
+                (Status::Ready, Status::Draining),
+            ]
+        );
+        assert_eq!(state.status, Status::Draining);
     }
 }

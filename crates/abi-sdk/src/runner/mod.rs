@@ -400,6 +400,7 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
             let started = until(&stop, Session::start(client.clone(), spec.descriptor.clone(), rollout.clone())).await;
             let Some(started) = started else { return Ok(()) };
             let started = started.map_err(|e| RunError::new(RunErrorKind::Register, e.message().to_owned()).with_source(e))?;
+            started.set_health_summary_interval(d.health_summary_interval);
             cx.set_session(started.handle());
             session = Some(started);
             if !dependencies.is_empty() {
