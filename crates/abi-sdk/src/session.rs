@@ -367,6 +367,50 @@ impl SessionHandle {
     }
 }
 
+#[cfg(test)]
+impl SessionHandle {
+    /// A handle on a session that never registered (no renewal loop): its
+    /// calls go to `client`, its status is `status`, confirmed for a minute.
+    pub(crate) fn for_test(client: DiscoveryClient, rollout: Rollout, status: Status) -> Self {
+        let (status_tx, _) = watch::channel(status);
+        let shared = Arc::new(Shared {
+            client,
+            descriptor: pb::ModuleDescriptor {
+                module_id: "m".into(),
+                ..Default::default()
+            },
+            rollout,
+            instance_id: ids::uuid4(),
+            state: Mutex::new(State {
+                lease_token: ids::lease_token(),
+                initialized: false,
+                draining: false,
+                lease: INITIAL_LEASE,
+                confirmed_until: Some(Instant::now() + Duration::from_secs(60)),
+                status,
+                summary_interval: Duration::ZERO,
+            }),
+            exchange: tokio::sync::Mutex::new(()),
+            drain_requested: CancellationToken::new(),
+            status_tx,
+        });
+        Self { shared }
+    }
+
+    /// Sets the status as a renewal answering `status` would.
+    pub(crate) fn confirm_for_test(&self, status: Status) {
+        self.shared.confirm(
+            Instant::now(),
+            60.0,
+            Some(&pb::Instance {
+                instance_id: self.shared.instance_id.clone(),
+                status: status.as_str().into(),
+                ..Default::default()
+            }),
+        );
+    }
+}
+
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         // A poisoned lock means a panic elsewhere while updating plain fields;

@@ -129,3 +129,92 @@ pub(crate) async fn cutover(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::client::DiscoveryClient;
+    use crate::session::Rollout;
+    use crate::token::TokenSource;
+
+    const REFRESH: Duration = Duration::from_millis(100);
+
+    /// A client whose connection never comes up: the gate must decide
+    /// without calling discovery (no registry event, so no renewal).
+    async fn offline_client() -> DiscoveryClient {
+        let nats = async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect("nats://127.0.0.1:1")
+            .await
+            .unwrap();
+        DiscoveryClient::new(nats, "p", TokenSource::issued("t"))
+    }
+
+    fn rollout() -> Rollout {
+        Rollout {
+            id: "r-1".into(),
+            modules: vec!["m".into()],
+        }
+    }
+
+    /// What the runner does after the cutover: start the job hosts.
+    async fn gated_start(session: SessionHandle, started: Arc<AtomicBool>) {
+        let mut watch = None;
+        cutover(&session, &mut watch, REFRESH).await;
+        started.store(true, Ordering::SeqCst);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drain_before_serving_keeps_the_job_hosts_stopped_for_good() {
+        let session = SessionHandle::for_test(offline_client().await, rollout(), Status::Staged);
+        let started = Arc::new(AtomicBool::new(false));
+        let gate = tokio::spawn(gated_start(session.clone(), started.clone()));
+        // Still STAGED after several refreshes: not started.
+        tokio::time::sleep(REFRESH * 5).await;
+        assert!(!started.load(Ordering::SeqCst));
+        // Discovery answers DRAINING (a newer generation took over) ...
+        session.confirm_for_test(Status::Draining);
+        assert!(session.drain_requested().is_cancelled());
+        tokio::time::sleep(REFRESH * 5).await;
+        // ... and a status that serves afterwards does not open the gate.
+        session.confirm_for_test(Status::Ready);
+        tokio::time::sleep(REFRESH * 50).await;
+        assert!(!started.load(Ordering::SeqCst));
+        assert!(!gate.is_finished());
+        gate.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_drain_requested_before_the_gate_is_reached_wins_over_ready() {
+        // Already READY, but the drain came first: never cut over.
+        let session = SessionHandle::for_test(offline_client().await, rollout(), Status::Starting);
+        session.confirm_for_test(Status::Draining);
+        session.confirm_for_test(Status::Ready);
+        let mut watch = None;
+        let gated =
+            tokio::time::timeout(REFRESH * 100, cutover(&session, &mut watch, REFRESH)).await;
+        assert!(gated.is_err(), "the gate opened after a drain request");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_opens_once_discovery_reports_serving() {
+        for serving in [Status::Ready, Status::Degraded] {
+            let session =
+                SessionHandle::for_test(offline_client().await, rollout(), Status::Staged);
+            let started = Arc::new(AtomicBool::new(false));
+            let gate = tokio::spawn(gated_start(session.clone(), started.clone()));
+            tokio::time::sleep(REFRESH * 5).await;
+            assert!(!started.load(Ordering::SeqCst));
+            session.confirm_for_test(serving);
+            tokio::time::timeout(REFRESH * 10, gate)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(started.load(Ordering::SeqCst), "{serving}");
+        }
+    }
+}
