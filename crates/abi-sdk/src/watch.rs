@@ -279,13 +279,7 @@ impl Follower {
             Ok(Err(_)) | Err(_) => return None,
         };
         let entry = entry?;
-        if entry.revision <= self.revision {
-            *behind_since = None;
-            return None;
-        }
-        if *behind_since != Some(self.revision) {
-            // Newer in the key than delivered: give the watcher one interval.
-            *behind_since = Some(self.revision);
+        if !watcher_stalled(entry.revision, self.revision, behind_since) {
             return None;
         }
         warn!(bucket = %self.bucket, revision = entry.revision, "registry watcher stalled; reopening");
@@ -350,6 +344,23 @@ impl Follower {
         let wait = (soonest - now_epoch()).max(0.0);
         Some(Instant::now() + Duration::from_secs_f64(wait.min(86_400.0)))
     }
+}
+
+/// Whether a check finds the watcher stalled: the key (at `key_revision`)
+/// is newer than the last revision `applied`, and was already newer at the
+/// previous check with nothing delivered since. `behind_since` carries the
+/// applied revision at which the key was first seen ahead.
+fn watcher_stalled(key_revision: u64, applied: u64, behind_since: &mut Option<u64>) -> bool {
+    if key_revision <= applied {
+        *behind_since = None;
+        return false;
+    }
+    if *behind_since != Some(applied) {
+        // Newer in the key than delivered: give the watcher one interval.
+        *behind_since = Some(applied);
+        return false;
+    }
+    true
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {
@@ -496,5 +507,49 @@ mod tests {
             vec![("a".into(), "expired")]
         );
         assert!(live.is_empty());
+    }
+
+    /// Runs checks, one per interval, against a key and a watcher described by
+    /// `key_at(tick)` and `delivered_at(tick)`; returns the first tick at which
+    /// the watch gives up on the watcher and applies the key itself.
+    fn first_stall(key_at: impl Fn(u32) -> u64, delivered_at: impl Fn(u32) -> u64) -> Option<u32> {
+        let mut behind_since = None;
+        (1..=20).find(|&tick| watcher_stalled(key_at(tick), delivered_at(tick), &mut behind_since))
+    }
+
+    #[test]
+    fn a_stalled_watcher_is_overtaken_by_the_key_within_two_checks() {
+        // The key moves from 3 to 5 just before check 4; the watcher stays at 3.
+        let key = |tick| if tick >= 4 { 5 } else { 3 };
+        assert_eq!(first_stall(key, |_| 3), Some(5));
+        // Moved on just after check 4: seen at 5, applied at 6, so the change
+        // is reported between one and two check intervals after the write.
+        let key = |tick| if tick >= 5 { 5 } else { 3 };
+        assert_eq!(first_stall(key, |_| 3), Some(6));
+    }
+
+    #[test]
+    fn a_watcher_that_delivers_is_never_reopened() {
+        // In step all along.
+        assert_eq!(first_stall(u64::from, u64::from), None);
+        // One interval late at every check, but moving: not a stall.
+        assert_eq!(first_stall(|t| u64::from(t) + 1, u64::from), None);
+        // Catches up after lagging one check.
+        let delivered = |tick| if tick == 4 { 3 } else { 5 };
+        assert_eq!(first_stall(|t| if t >= 4 { 5 } else { 3 }, delivered), None);
+        // Moving, then stuck at 7 while the key is at 9.
+        let delivered = |tick: u32| u64::from(tick.min(7));
+        assert_eq!(first_stall(|t| u64::from(t.min(7)) + 2, delivered), Some(8));
+    }
+
+    #[test]
+    fn a_key_behind_what_was_applied_resets_the_stall_detection() {
+        let mut behind_since = None;
+        assert!(!watcher_stalled(5, 3, &mut behind_since));
+        // The key read back older (e.g. another server): forget the suspicion.
+        assert!(!watcher_stalled(3, 3, &mut behind_since));
+        assert_eq!(behind_since, None);
+        assert!(!watcher_stalled(5, 3, &mut behind_since));
+        assert!(watcher_stalled(5, 3, &mut behind_since));
     }
 }
