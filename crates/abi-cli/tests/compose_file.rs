@@ -174,10 +174,7 @@ fn docs_config_lists_every_service_setting() {
     for arg in command.get_arguments() {
         let Some(env) = arg.get_env() else { continue };
         let env = env.to_string_lossy();
-        assert!(
-            doc.contains(&format!("`{env}`")),
-            "README.md lacks {env}"
-        );
+        assert!(doc.contains(&format!("`{env}`")), "README.md lacks {env}");
         let long = arg.get_long().unwrap();
         assert!(
             doc.contains(&format!("`--{long}`")),
