@@ -7,10 +7,11 @@ use abi_proto::discovery::v1 as pb;
 use futures::Stream;
 
 use crate::error::CallError;
+use crate::local::LocalDiscovery;
 use crate::proxy::ModuleProxy;
 use crate::status::Status;
 use crate::token::TokenSource;
-use crate::transport::{Rpc, Transport};
+use crate::transport::{Link, Rpc, Transport};
 use crate::watch::{RegistryWatch, WatchOptions};
 
 /// How long a discovery call may take unless configured otherwise (the
@@ -22,7 +23,8 @@ pub const MAX_PAGE: u32 = 100;
 
 /// A client of the discovery service of one project.
 ///
-/// Cheap to clone: clones share the NATS connection and the token source.
+/// Cheap to clone: clones share the NATS connection (or the in-process
+/// service) and the token source.
 #[derive(Clone, Debug)]
 pub struct DiscoveryClient {
     transport: Transport,
@@ -53,17 +55,37 @@ impl DiscoveryClient {
     /// A client for `project` over `nats`, sending tokens from `token`, with
     /// [`DEFAULT_REQUEST_TIMEOUT`] per call.
     pub fn new(nats: async_nats::Client, project: impl Into<String>, token: TokenSource) -> Self {
-        Self::with_shared_token(nats, project, Arc::new(token), DEFAULT_REQUEST_TIMEOUT)
+        Self::with_link(
+            Link::Nats(nats),
+            project,
+            Arc::new(token),
+            DEFAULT_REQUEST_TIMEOUT,
+        )
     }
 
-    pub(crate) fn with_shared_token(
-        nats: async_nats::Client,
+    /// A client for `project` of an in-process service (the test kit's),
+    /// sending tokens from `token`, with [`DEFAULT_REQUEST_TIMEOUT`] per call.
+    pub fn local(
+        service: Arc<dyn LocalDiscovery>,
+        project: impl Into<String>,
+        token: TokenSource,
+    ) -> Self {
+        Self::with_link(
+            Link::Local(service),
+            project,
+            Arc::new(token),
+            DEFAULT_REQUEST_TIMEOUT,
+        )
+    }
+
+    pub(crate) fn with_link(
+        link: Link,
         project: impl Into<String>,
         token: Arc<TokenSource>,
         timeout: Duration,
     ) -> Self {
         Self {
-            transport: Transport::new(nats, token, timeout),
+            transport: Transport::new(link, token, timeout),
             project: Arc::from(project.into()),
         }
     }
@@ -71,7 +93,7 @@ impl DiscoveryClient {
     /// Sets the deadline of each call (default [`DEFAULT_REQUEST_TIMEOUT`]).
     #[must_use]
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.transport = Transport::new(self.transport.client().clone(), self.token(), timeout);
+        self.transport = Transport::new(self.transport.link().clone(), self.token(), timeout);
         self
     }
 
@@ -84,9 +106,12 @@ impl DiscoveryClient {
         &self.project
     }
 
-    /// The NATS connection underneath.
-    pub fn nats(&self) -> &async_nats::Client {
-        self.transport.client()
+    /// The NATS connection underneath; `None` for an in-process service.
+    pub fn nats(&self) -> Option<&async_nats::Client> {
+        match self.transport.link() {
+            Link::Nats(client) => Some(client),
+            Link::Local(_) => None,
+        }
     }
 
     pub(crate) async fn call<R: Rpc>(&self, request: &R) -> Result<R::Response, CallError> {
@@ -214,7 +239,14 @@ impl DiscoveryClient {
 
     /// [`DiscoveryClient::watch`] with explicit timings.
     pub fn watch_with(&self, options: WatchOptions) -> RegistryWatch {
-        RegistryWatch::spawn(self.nats().clone(), self.project.to_string(), options)
+        match self.transport.link() {
+            Link::Nats(client) => {
+                RegistryWatch::spawn(client.clone(), self.project.to_string(), options)
+            }
+            Link::Local(service) => {
+                RegistryWatch::spawn_local(service.snapshots(&self.project), options)
+            }
+        }
     }
 }
 

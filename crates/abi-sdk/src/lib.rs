@@ -30,7 +30,9 @@
 //!
 //! Beyond the reference, readiness reacts to registry events ([`watch`]):
 //! a dependency turning READY wakes its dependents at once, with the 2 s
-//! poll kept as the fallback.
+//! poll kept as the fallback. And a module can run against an in-process
+//! service instead of NATS ([`local`], [`Runner::local`]): the `abi-testkit`
+//! crate uses that for fast tests of module code.
 
 #![warn(missing_docs)]
 
@@ -40,6 +42,7 @@ mod error;
 mod health;
 mod host;
 mod ids;
+pub mod local;
 mod proxy;
 mod runner;
 mod schedule;
@@ -59,6 +62,7 @@ pub use config::{
 };
 pub use error::{BoxError, CallError, CallErrorKind, Error};
 pub use host::Host;
+pub use local::{LocalDiscovery, LocalError, LocalSnapshot};
 pub use proxy::{Found, ModuleProxy, Modules};
 pub use runner::{
     Context, HookResult, MODULE_INBOX_PREFIX, Module, ModuleSpec, RunError, RunErrorKind, Runner,

@@ -5,6 +5,9 @@
 //! A "no responders" answer on the service's queue group means an owner is
 //! handing over; the request was not delivered, so it is sent again for a
 //! short while, stopping just before the caller's deadline.
+//!
+//! The bytes travel over NATS, or to an in-process [`LocalDiscovery`] (the
+//! test kit); everything else is the same for both.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +22,7 @@ use tracing::debug;
 
 use crate::error::{CallError, CallErrorKind};
 use crate::ids;
+use crate::local::{LocalDiscovery, LocalError};
 use crate::subjects;
 use crate::token::TokenSource;
 
@@ -71,29 +75,38 @@ rpc! {
     EvictRequest => EvictResponse, "evict";
 }
 
-/// The connection, the token source and the per-call deadline.
+/// Where requests go.
+#[derive(Clone, Debug)]
+pub(crate) enum Link {
+    /// A NATS connection (production).
+    Nats(async_nats::Client),
+    /// A service in this process (the test kit).
+    Local(Arc<dyn LocalDiscovery>),
+}
+
+/// The link, the token source and the per-call deadline.
 #[derive(Clone, Debug)]
 pub(crate) struct Transport {
-    client: async_nats::Client,
+    link: Link,
     token: Arc<TokenSource>,
     timeout: Duration,
 }
 
 impl Transport {
-    pub(crate) fn new(
-        client: async_nats::Client,
-        token: Arc<TokenSource>,
-        timeout: Duration,
-    ) -> Self {
+    pub(crate) fn new(link: Link, token: Arc<TokenSource>, timeout: Duration) -> Self {
         Self {
-            client,
+            link,
             token,
             timeout,
         }
     }
 
-    pub(crate) fn client(&self) -> &async_nats::Client {
-        &self.client
+    pub(crate) fn link(&self) -> &Link {
+        &self.link
+    }
+
+    pub(crate) fn token(&self) -> Arc<TokenSource> {
+        self.token.clone()
     }
 
     /// Sends `request` to discovery `project` and decodes the answer.
@@ -113,70 +126,22 @@ impl Transport {
             timeout_ms: i32::try_from(self.timeout.as_millis()).unwrap_or(i32::MAX),
             ..Default::default()
         });
-        let mut headers = HeaderMap::new();
-        headers.insert(abi_auth::AUTH_HEADER, self.token.token()?.as_str());
+        let token = self.token.token()?;
         let payload = Bytes::from(outgoing.encode_to_vec());
-
         let started = Instant::now();
-        let deadline = started + self.timeout;
-        let resend_until =
-            started + NO_RESPONDERS_RETRY.min(self.timeout.saturating_sub(DEADLINE_MARGIN));
-        let resend = subjects::served_by_queue_group(&subject);
-        let mut delay = FIRST_RESEND_DELAY;
-        let reply = loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let request = async_nats::Request::new()
-                .headers(headers.clone())
-                .payload(payload.clone())
-                .timeout(Some(remaining));
-            let sent = tokio::time::timeout_at(
-                deadline,
-                self.client.send_request(subject.clone(), request),
-            )
-            .await;
-            match sent {
-                Ok(Ok(reply)) => break reply,
-                Ok(Err(err)) if err.kind() == RequestErrorKind::NoResponders => {
-                    let now = Instant::now();
-                    if !resend || now >= resend_until {
-                        return Err(CallError::new(
-                            CallErrorKind::NoResponders,
-                            format!("nobody serves {subject}"),
-                        ));
-                    }
-                    tokio::time::sleep(delay.min(resend_until - now)).await;
-                    delay = (delay * 2).min(MAX_RESEND_DELAY);
-                }
-                Ok(Err(err)) if err.kind() == RequestErrorKind::TimedOut => {
-                    return Err(timed_out(&subject));
-                }
-                Ok(Err(err)) => {
-                    let kind = match err.kind() {
-                        RequestErrorKind::MaxPayloadExceeded => CallErrorKind::PayloadTooLarge,
-                        _ => CallErrorKind::Transport,
-                    };
-                    return Err(CallError::new(kind, format!("request to {subject} failed"))
-                        .with_source(err));
-                }
-                Err(_) => return Err(timed_out(&subject)),
+        let reply = match &self.link {
+            Link::Nats(client) => {
+                self.send_nats(client, &subject, &token, payload, started)
+                    .await?
+            }
+            Link::Local(service) => {
+                self.send_local(service.as_ref(), project, R::OPERATION, &token, payload)
+                    .await?
             }
         };
         debug!(subject = %subject, elapsed_ms = started.elapsed().as_millis() as u64, "discovery call answered");
 
-        if let Some(headers) = &reply.headers {
-            // A NATS micro-service framework error instead of a protobuf reply.
-            if let Some(code) = headers.get("Nats-Service-Error-Code") {
-                let code = code.as_str().to_owned();
-                let message = headers
-                    .get("Nats-Service-Error")
-                    .map(|m| m.as_str().to_owned())
-                    .unwrap_or_else(|| "remote error".into());
-                return Err(
-                    CallError::new(CallErrorKind::from_code(&code), message).with_code(code)
-                );
-            }
-        }
-        let response = R::Response::decode(reply.payload.as_ref()).map_err(|e| {
+        let response = R::Response::decode(reply.as_ref()).map_err(|e| {
             CallError::new(
                 CallErrorKind::Decode,
                 format!("malformed reply on {subject}"),
@@ -194,15 +159,103 @@ impl Transport {
     }
 }
 
+impl Transport {
+    /// Sends over NATS, resending while nobody serves the queue group.
+    async fn send_nats(
+        &self,
+        client: &async_nats::Client,
+        subject: &str,
+        token: &str,
+        payload: Bytes,
+        started: Instant,
+    ) -> Result<Bytes, CallError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(abi_auth::AUTH_HEADER, token);
+        let deadline = started + self.timeout;
+        let resend_until =
+            started + NO_RESPONDERS_RETRY.min(self.timeout.saturating_sub(DEADLINE_MARGIN));
+        let resend = subjects::served_by_queue_group(subject);
+        let mut delay = FIRST_RESEND_DELAY;
+        let reply = loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let request = async_nats::Request::new()
+                .headers(headers.clone())
+                .payload(payload.clone())
+                .timeout(Some(remaining));
+            let sent =
+                tokio::time::timeout_at(deadline, client.send_request(subject.to_owned(), request))
+                    .await;
+            match sent {
+                Ok(Ok(reply)) => break reply,
+                Ok(Err(err)) if err.kind() == RequestErrorKind::NoResponders => {
+                    let now = Instant::now();
+                    if !resend || now >= resend_until {
+                        return Err(CallError::new(
+                            CallErrorKind::NoResponders,
+                            format!("nobody serves {subject}"),
+                        ));
+                    }
+                    tokio::time::sleep(delay.min(resend_until - now)).await;
+                    delay = (delay * 2).min(MAX_RESEND_DELAY);
+                }
+                Ok(Err(err)) if err.kind() == RequestErrorKind::TimedOut => {
+                    return Err(timed_out(subject));
+                }
+                Ok(Err(err)) => {
+                    let kind = match err.kind() {
+                        RequestErrorKind::MaxPayloadExceeded => CallErrorKind::PayloadTooLarge,
+                        _ => CallErrorKind::Transport,
+                    };
+                    return Err(CallError::new(kind, format!("request to {subject} failed"))
+                        .with_source(err));
+                }
+                Err(_) => return Err(timed_out(subject)),
+            }
+        };
+        if let Some(headers) = &reply.headers {
+            // A NATS micro-service framework error instead of a protobuf reply.
+            if let Some(code) = headers.get("Nats-Service-Error-Code") {
+                let code = code.as_str().to_owned();
+                let message = headers
+                    .get("Nats-Service-Error")
+                    .map(|m| m.as_str().to_owned())
+                    .unwrap_or_else(|| "remote error".into());
+                return Err(
+                    CallError::new(CallErrorKind::from_code(&code), message).with_code(code)
+                );
+            }
+        }
+        Ok(reply.payload)
+    }
+
+    /// Hands the request to the in-process service, with the same deadline.
+    async fn send_local(
+        &self,
+        service: &dyn LocalDiscovery,
+        project: &str,
+        operation: &'static str,
+        token: &str,
+        payload: Bytes,
+    ) -> Result<Bytes, CallError> {
+        let answered = tokio::time::timeout(
+            self.timeout,
+            service.request(project, operation, token, payload),
+        )
+        .await;
+        match answered {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(err @ LocalError::NoService(_))) => {
+                Err(CallError::new(CallErrorKind::NoResponders, err.to_string()))
+            }
+            Ok(Err(err)) => Err(CallError::new(CallErrorKind::Transport, err.to_string())),
+            Err(_) => Err(timed_out(&subjects::discovery(project, operation))),
+        }
+    }
+}
+
 fn timed_out(subject: &str) -> CallError {
     CallError::new(
         CallErrorKind::TimedOut,
         format!("no reply on {subject} before the deadline"),
     )
-}
-
-impl Transport {
-    pub(crate) fn token(&self) -> Arc<TokenSource> {
-        self.token.clone()
-    }
 }

@@ -10,6 +10,9 @@
 //! gone). Treat events as "something changed, look again" when exactness
 //! matters; the dependency gate does exactly that.
 //!
+//! With an in-process service (the test kit) the snapshots come from a
+//! channel instead of the KV key; the events are the same.
+//!
 //! A KV watcher can stall after a server restart without reporting an error.
 //! Every check interval the watch reads the key directly; if the key moved on
 //! and the watcher has not delivered anything for a whole interval since, the
@@ -24,11 +27,12 @@ use abi_proto::discovery::v1 as pb;
 use async_nats::jetstream::kv::{Entry, Operation, Store};
 use futures::{Stream, StreamExt};
 use prost::Message;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::local::LocalSnapshot;
 use crate::status::Status;
 use crate::subjects;
 
@@ -136,11 +140,21 @@ impl RegistryWatch {
             js: async_nats::jetstream::new(nats),
             bucket: subjects::registry_bucket(&project),
             options,
-            events_tx,
-            live: HashMap::new(),
+            live: Live::new(events_tx),
             revision: 0,
         };
         let task = tokio::spawn(follower.run());
+        Self { events_rx, task }
+    }
+
+    /// Follows the snapshots of an in-process service. Without a service
+    /// for the project (`None`) only nothing is ever reported.
+    pub(crate) fn spawn_local(
+        snapshots: Option<watch::Receiver<LocalSnapshot>>,
+        options: WatchOptions,
+    ) -> Self {
+        let (events_tx, events_rx) = mpsc::channel(options.capacity);
+        let task = tokio::spawn(follow_local(snapshots, Live::new(events_tx)));
         Self { events_rx, task }
     }
 }
@@ -159,14 +173,116 @@ impl Drop for RegistryWatch {
     }
 }
 
+/// The live set as last reported, and where its changes go.
+struct Live {
+    events_tx: mpsc::Sender<RegistryEvent>,
+    /// Live instances by id, as last reported.
+    instances: HashMap<String, pb::Instance>,
+}
+
+impl Live {
+    fn new(events_tx: mpsc::Sender<RegistryEvent>) -> Self {
+        Self {
+            events_tx,
+            instances: HashMap::new(),
+        }
+    }
+
+    /// Reports what changed in `state`. Returns false when the reader is gone.
+    async fn apply(&mut self, state: pb::RegistryState) -> bool {
+        let events = diff(&mut self.instances, state, now_epoch());
+        self.send_all(events).await
+    }
+
+    /// Reports the instances whose lease passed. False when the reader is gone.
+    async fn expire(&mut self) -> bool {
+        let events = expire(&mut self.instances, now_epoch());
+        self.send_all(events).await
+    }
+
+    async fn send_all(&self, events: Vec<RegistryEvent>) -> bool {
+        for event in events {
+            if self.events_tx.send(event).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// When the soonest lease passes, if any instance is live.
+    fn next_expiry(&self) -> Option<Instant> {
+        let soonest = self
+            .instances
+            .values()
+            .map(|i| i.expires_at)
+            .fold(f64::INFINITY, f64::min);
+        if !soonest.is_finite() {
+            return None;
+        }
+        let wait = (soonest - now_epoch()).max(0.0);
+        Some(Instant::now() + Duration::from_secs_f64(wait.min(86_400.0)))
+    }
+
+    async fn reader_gone(&self) {
+        self.events_tx.closed().await;
+    }
+}
+
+/// The in-process counterpart of [`Follower`]: every snapshot the channel
+/// shows is applied (a channel never stalls, so there is nothing to check).
+async fn follow_local(mut snapshots: Option<watch::Receiver<LocalSnapshot>>, mut live: Live) {
+    if snapshots.is_none() {
+        warn!("no in-process discovery service for this project: the watch reports nothing");
+    }
+    let mut revision = 0;
+    loop {
+        if let Some(rx) = snapshots.as_mut() {
+            let snapshot = rx.borrow_and_update().clone();
+            if snapshot.revision > revision {
+                revision = snapshot.revision;
+                match pb::RegistryState::decode(snapshot.bytes.as_ref()) {
+                    Ok(state) => {
+                        if !live.apply(state).await {
+                            return;
+                        }
+                    }
+                    Err(err) => warn!(error = %err, "undecodable registry snapshot skipped"),
+                }
+            }
+        }
+        let next_expiry = live.next_expiry();
+        tokio::select! {
+            open = next_change(&mut snapshots) => {
+                if !open {
+                    // The service stopped: only expiries are left to report.
+                    snapshots = None;
+                }
+            }
+            () = sleep_until_opt(next_expiry) => {
+                if !live.expire().await {
+                    return;
+                }
+            }
+            () = live.reader_gone() => return,
+        }
+    }
+}
+
+/// Waits for the next snapshot; false once the sender is gone. Never
+/// returns without a channel.
+async fn next_change(snapshots: &mut Option<watch::Receiver<LocalSnapshot>>) -> bool {
+    match snapshots {
+        Some(rx) => rx.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
 /// The background task: follows the key and keeps the last live set.
 struct Follower {
     js: async_nats::jetstream::Context,
     bucket: String,
     options: WatchOptions,
-    events_tx: mpsc::Sender<RegistryEvent>,
-    /// Live instances by id, as last reported.
-    live: HashMap<String, pb::Instance>,
+    live: Live,
     /// The last revision applied (0: none yet).
     revision: u64,
 }
@@ -187,7 +303,7 @@ impl Follower {
             }
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
-                () = self.events_tx.closed() => return,
+                () = self.live.reader_gone() => return,
             }
             backoff = (backoff * 2).min(self.options.max_backoff);
         }
@@ -238,7 +354,7 @@ impl Follower {
         // The revision the watcher was at when a newer one was first seen in the key.
         let mut behind_since: Option<u64> = None;
         loop {
-            let next_expiry = self.next_expiry();
+            let next_expiry = self.live.next_expiry();
             tokio::select! {
                 entry = watcher.next() => match entry {
                     Some(Ok(entry)) => {
@@ -253,7 +369,7 @@ impl Follower {
                     None => return Stop::Reopen,
                 },
                 () = sleep_until_opt(next_expiry) => {
-                    if !self.expire().await {
+                    if !self.live.expire().await {
                         return Stop::ReaderGone;
                     }
                 }
@@ -263,7 +379,7 @@ impl Follower {
                         None => continue,
                     }
                 }
-                () = self.events_tx.closed() => return Stop::ReaderGone,
+                () = self.live.reader_gone() => return Stop::ReaderGone,
             }
         }
     }
@@ -305,44 +421,16 @@ impl Follower {
             },
             Operation::Delete | Operation::Purge => pb::RegistryState::default(),
         };
-        let events = diff(&mut self.live, state, now_epoch());
-        self.send_all(events).await
-    }
-
-    async fn expire(&mut self) -> bool {
-        let events = expire(&mut self.live, now_epoch());
-        self.send_all(events).await
+        self.live.apply(state).await
     }
 
     /// Reports expiries while the key cannot be followed, then asks to reopen.
     async fn expire_now(&mut self) -> Stop {
-        if self.expire().await {
+        if self.live.expire().await {
             Stop::Reopen
         } else {
             Stop::ReaderGone
         }
-    }
-
-    async fn send_all(&self, events: Vec<RegistryEvent>) -> bool {
-        for event in events {
-            if self.events_tx.send(event).await.is_err() {
-                return false;
-            }
-        }
-        true
-    }
-
-    fn next_expiry(&self) -> Option<Instant> {
-        let soonest = self
-            .live
-            .values()
-            .map(|i| i.expires_at)
-            .fold(f64::INFINITY, f64::min);
-        if !soonest.is_finite() {
-            return None;
-        }
-        let wait = (soonest - now_epoch()).max(0.0);
-        Some(Instant::now() + Duration::from_secs_f64(wait.min(86_400.0)))
     }
 }
 

@@ -30,9 +30,11 @@ use crate::config::{Config, ConfigError, ConfigErrorKind};
 use crate::error::{BoxError, Error, kind_display};
 use crate::health::HealthServer;
 use crate::host::Host;
+use crate::local::LocalDiscovery;
 use crate::proxy::Modules;
 use crate::session::{Rollout, Session, SessionError};
 use crate::shutdown;
+use crate::transport::Link;
 use crate::watch::{RegistryWatch, WatchOptions};
 
 /// The inbox prefix module connections use, as the reference's modules do
@@ -113,6 +115,7 @@ pub struct Runner {
     job_hosts: Vec<Arc<dyn Host>>,
     stop: Option<CancellationToken>,
     signals: bool,
+    local: Option<Arc<dyn LocalDiscovery>>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -137,6 +140,7 @@ impl std::fmt::Debug for Runner {
                     .collect::<Vec<_>>(),
             )
             .field("signals", &self.signals)
+            .field("local", &self.local)
             .finish()
     }
 }
@@ -151,6 +155,7 @@ impl Runner {
             job_hosts: Vec::new(),
             stop: None,
             signals: true,
+            local: None,
         }
     }
 
@@ -186,6 +191,15 @@ impl Runner {
         self
     }
 
+    /// Talks to `service` in this process instead of connecting to NATS
+    /// (default: NATS at the configured URL). The configured discovery
+    /// project and token are used as they would be over NATS;
+    /// [`Context::nats`] is `None`. The `abi-testkit` crate sets this up.
+    pub fn local(mut self, service: Arc<dyn LocalDiscovery>) -> Self {
+        self.local = Some(service);
+        self
+    }
+
     /// Runs `module` until it stops.
     ///
     /// Returns `Ok` after a clean drain (stop signal) or when `run` returned `Ok`.
@@ -201,6 +215,7 @@ impl Runner {
             job_hosts,
             stop,
             signals,
+            local,
         } = self;
         let mut config = match config {
             Some(config) => config,
@@ -237,6 +252,7 @@ impl Runner {
             hosts: &hosts,
             job_hosts: &job_hosts,
             stop,
+            local,
         };
         let result = run_module_inner(&module, parts).await;
         if let Some(task) = signal_task {
@@ -266,6 +282,7 @@ struct Parts<'a> {
     hosts: &'a [Arc<dyn Host>],
     job_hosts: &'a [Arc<dyn Host>],
     stop: CancellationToken,
+    local: Option<Arc<dyn LocalDiscovery>>,
 }
 
 /// How the serving phase ended.
@@ -343,13 +360,20 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         hosts,
         job_hosts,
         stop,
+        local,
     } = parts;
     let lost = CancellationToken::new();
-    let nats = connect(config, spec.module_id(), lost.clone()).await?;
+    let (nats, link) = match local {
+        Some(service) => (None, Link::Local(service)),
+        None => {
+            let nats = connect(config, spec.module_id(), lost.clone()).await?;
+            (Some(nats.clone()), Link::Nats(nats))
+        }
+    };
     let discovery = config.discovery.clone();
     let client = match (&discovery, token) {
-        (Some(d), Some(token)) => Some(DiscoveryClient::with_shared_token(
-            nats.clone(),
+        (Some(d), Some(token)) => Some(DiscoveryClient::with_link(
+            link,
             d.project.clone(),
             Arc::new(token),
             config.request_timeout,
@@ -574,7 +598,8 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         session.close().await;
     }
     drop(watch);
-    if connected
+    if let Some(nats) = &nats
+        && connected
         && tokio::time::timeout(config.request_timeout, nats.flush())
             .await
             .is_err()

@@ -146,7 +146,7 @@ pub struct Context {
 #[derive(Debug)]
 struct Inner {
     module_id: String,
-    nats: async_nats::Client,
+    nats: Option<async_nats::Client>,
     client: Option<DiscoveryClient>,
     modules: Modules,
     session: OnceLock<SessionHandle>,
@@ -165,7 +165,7 @@ pub struct WorkGuard {
 impl Context {
     pub(crate) fn new(
         module_id: String,
-        nats: async_nats::Client,
+        nats: Option<async_nats::Client>,
         client: Option<DiscoveryClient>,
         modules: Modules,
         stopping: CancellationToken,
@@ -189,9 +189,10 @@ impl Context {
         &self.inner.module_id
     }
 
-    /// The module's NATS connection.
-    pub fn nats(&self) -> &async_nats::Client {
-        &self.inner.nats
+    /// The module's NATS connection; `None` when the module runs against an
+    /// in-process service ([`crate::Runner::local`], the test kit).
+    pub fn nats(&self) -> Option<&async_nats::Client> {
+        self.inner.nats.as_ref()
     }
 
     /// The discovery client, when discovery is on.
