@@ -137,3 +137,83 @@ async fn the_watch_resumes_after_a_server_restart() {
         .expect("KV never came back");
     assert!(matches!(next(&mut watch).await, RegistryEvent::Registered(i) if i.instance_id == "c"));
 }
+
+/// The names of the consumers on `stream`.
+async fn consumer_names(nats: &async_nats::Client, stream: &str) -> Vec<String> {
+    let reply = nats
+        .request(format!("$JS.API.CONSUMER.NAMES.{stream}"), "{}".into())
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
+    body["consumers"]
+        .as_array()
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_silently_stalled_watcher_is_detected_and_replaced() {
+    let server = NatsServer::start().await;
+    let nats = connect(&server.url()).await;
+    let project = unique_name("p");
+    let js = async_nats::jetstream::new(nats.clone());
+    let store = bucket(&js, &project).await;
+    let stream = format!("KV_ABI_DISCOVERY_{project}");
+    let far = now() + 600.0;
+    store
+        .put("registry", state(&[("a", "READY", far)]))
+        .await
+        .unwrap();
+    let mut watch = client(&nats, &project).watch_with(
+        WatchOptions::default()
+            .check_interval(Duration::from_millis(200))
+            .max_backoff(Duration::from_millis(500)),
+    );
+    assert!(matches!(
+        next(&mut watch).await,
+        RegistryEvent::Registered(_)
+    ));
+
+    // Pause the watcher's consumer on the server: it stays alive (heartbeats
+    // flow, no error reaches the client) but delivers nothing: a silent stall.
+    let consumers = consumer_names(&nats, &stream).await;
+    assert_eq!(consumers.len(), 1, "{consumers:?}");
+    let paused = nats
+        .request(
+            format!("$JS.API.CONSUMER.PAUSE.{stream}.{}", consumers[0]),
+            r#"{"pause_until":"2100-01-01T00:00:00Z"}"#.into(),
+        )
+        .await
+        .unwrap();
+    let paused: serde_json::Value = serde_json::from_slice(&paused.payload).unwrap();
+    assert_eq!(paused["paused"], true, "{paused}");
+
+    store
+        .put(
+            "registry",
+            state(&[("a", "READY", far), ("c", "STARTING", far)]),
+        )
+        .await
+        .unwrap();
+    // Only the key check can see this write; it reopens the watcher too.
+    assert!(matches!(next(&mut watch).await, RegistryEvent::Registered(i) if i.instance_id == "c"));
+    wait_until(DEADLINE, || async {
+        consumer_names(&nats, &stream)
+            .await
+            .iter()
+            .any(|name| name != &consumers[0])
+    })
+    .await
+    .expect("no new watcher was opened");
+    // The new watcher delivers the writes after it.
+    store
+        .put("registry", state(&[("c", "STARTING", far)]))
+        .await
+        .unwrap();
+    assert!(matches!(next(&mut watch).await, RegistryEvent::Gone(i) if i.instance_id == "a"));
+}
