@@ -11,7 +11,9 @@
 //!    confirms the refusals), else read the store;
 //! 2. drop expired records, then apply each mutation in order; one that fails
 //!    is left out and answered with its error, the others see the state as if
-//!    it had never been sent (the rules leave the state untouched on error);
+//!    it had never been sent (the rules leave the state untouched on error).
+//!    The batch shares one [`Draft`], which copies the registry only for the
+//!    mutations that may change statuses;
 //! 3. if any mutation succeeded, compare-and-swap once on the revision
 //!    started from; on a conflict re-read and re-apply the whole batch, at most
 //!    [`MAX_ATTEMPTS`] attempts in all, then answer `REGISTRY_BUSY`;
@@ -26,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use abi_proto::discovery::v1 as pb;
-use abi_registry::{Error, ErrorCode, Mutation, Outcome, Rules};
+use abi_registry::{Draft, Error, ErrorCode, Mutation, Outcome, Rules};
 use bytes::Bytes;
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
@@ -275,9 +277,12 @@ impl Writer {
         let now = self.clock.now();
         let mut state = (*start.state).clone();
         abi_registry::prune_expired(&mut state, now);
+        // One draft for the whole batch: it copies the registry only for
+        // mutations that may change statuses, not for plain renewals.
+        let mut draft = Draft::new(state);
         let answers: Vec<WriteResult> = mutations
             .iter()
-            .map(|(mutation, owner)| self.rules.apply(&mut state, mutation, owner, now))
+            .map(|(mutation, owner)| draft.apply(&self.rules, mutation, owner, now))
             .collect();
         if answers.iter().all(Result::is_err) {
             // Nothing to write, so no compare-and-swap will tell a stale
@@ -289,6 +294,7 @@ impl Writer {
             }
             return Ok(answers);
         }
+        let state = draft.into_state();
         let bytes = Bytes::from(state.encode_to_vec());
         let written = bytes.len() as u64;
         let cas = self.store.compare_and_swap(bytes, start.revision);

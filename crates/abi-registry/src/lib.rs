@@ -48,6 +48,7 @@
 //! ```
 
 mod cycles;
+mod draft;
 mod error;
 mod json;
 mod lease;
@@ -61,6 +62,7 @@ mod status;
 mod validate;
 
 pub use abi_proto::discovery::v1 as pb;
+pub use draft::Draft;
 pub use error::{Error, ErrorCode};
 pub use lease::lease_hash;
 pub use pb::RegistryState;

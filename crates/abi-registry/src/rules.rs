@@ -3,13 +3,9 @@
 use std::collections::BTreeSet;
 
 use abi_proto::discovery::v1 as pb;
-use prost::Message;
 
-use crate::error::{Error, ErrorCode, require};
-use crate::{
-    DEFAULT_ADMIN_IDENTITIES, DEFAULT_LEASE_SECONDS, MAX_SNAPSHOT_BYTES, Mutation, Outcome, lookup,
-    mutate,
-};
+use crate::error::Error;
+use crate::{DEFAULT_ADMIN_IDENTITIES, DEFAULT_LEASE_SECONDS, Draft, Mutation, Outcome, lookup};
 
 /// The policy: lease length and the identities allowed to evict.
 ///
@@ -102,7 +98,10 @@ impl Rules {
     /// # Errors
     /// The refusal the reference gives for the same call (see [`ErrorCode`]),
     /// including REGISTRY_FULL when the result would encode to more than
-    /// [`MAX_SNAPSHOT_BYTES`]. On error `state` is left exactly as it was.
+    /// [`crate::MAX_SNAPSHOT_BYTES`]. On error `state` is left exactly as it was.
+    ///
+    /// To apply several mutations in a row, a [`Draft`] does the same with
+    /// less copying.
     pub fn apply(
         &self,
         state: &mut pb::RegistryState,
@@ -110,28 +109,10 @@ impl Rules {
         owner: &str,
         now: f64,
     ) -> Result<Outcome, Error> {
-        let mut candidate = state.clone();
-        let outcome = match mutation {
-            Mutation::Register(req) => {
-                Outcome::Register(mutate::register(self, &mut candidate, req, owner, now)?)
-            }
-            Mutation::Renew(req) => {
-                Outcome::Renew(mutate::renew(self, &mut candidate, req, owner, now)?)
-            }
-            Mutation::Unregister(req) => {
-                Outcome::Unregister(mutate::unregister(&mut candidate, req, owner)?)
-            }
-            Mutation::Evict(req) => {
-                Outcome::Evict(mutate::evict(self, &mut candidate, req, owner)?)
-            }
-        };
-        require(
-            candidate.encoded_len() <= MAX_SNAPSHOT_BYTES,
-            ErrorCode::RegistryFull,
-            "Registry snapshot exceeds 512 KiB",
-        )?;
-        *state = candidate;
-        Ok(outcome)
+        let mut draft = Draft::new(std::mem::take(state));
+        let answer = draft.apply(self, mutation, owner, now);
+        *state = draft.into_state();
+        answer
     }
 
     /// The live instances of one module at one contract major, by instance id.

@@ -49,8 +49,28 @@ pub(crate) fn compute(state: &mut pb::RegistryState) {
         .zip(evaluation.statuses)
     {
         record.draining = draining;
-        record::instance_mut(record).status = status.to_owned();
+        let instance = record::instance_mut(record);
+        if instance.status != status {
+            instance.status = status.to_owned();
+        }
     }
+}
+
+/// Whether [`compute`] would leave `state` exactly as it is: every stored
+/// status and draining mark is already the one it would write (and every
+/// record has an instance for it to write into).
+pub(crate) fn is_settled(state: &pb::RegistryState) -> bool {
+    let records: Vec<&pb::RegistryRecord> = state.records.iter().collect();
+    let evaluation = evaluate(&records);
+    records
+        .iter()
+        .zip(evaluation.draining)
+        .zip(evaluation.statuses)
+        .all(|((record, draining), status)| {
+            record.instance.is_some()
+                && record.draining == draining
+                && record::status(record) == status
+        })
 }
 
 /// Decides the serving generations, the draining marks and the statuses of

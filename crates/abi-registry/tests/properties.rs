@@ -11,8 +11,8 @@
 use std::collections::{HashMap, HashSet};
 
 use abi_registry::{
-    MAX_INSTANCES, MAX_SNAPSHOT_BYTES, Mutation, Outcome, RegistryState, Rules, pb, prune_expired,
-    view,
+    Draft, MAX_INSTANCES, MAX_SNAPSHOT_BYTES, Mutation, Outcome, RegistryState, Rules, pb,
+    prune_expired, view,
 };
 use proptest::prelude::*;
 use prost::Message;
@@ -393,6 +393,60 @@ proptest! {
         let first = run(&rules, &steps)?;
         let second = run(&rules, &steps)?;
         prop_assert_eq!(first, second);
+    }
+}
+
+/// Runs `steps` the way the service's writer does: the mutations between two
+/// clock moves (or lookups) form one batch, applied to one [`Draft`] after
+/// pruning; and, beside it, one plain [`Rules::apply`] per mutation. Every
+/// answer and the stored bytes after every batch must be the same.
+fn batches_match_single_applies(rules: &Rules, steps: &[Step]) -> Result<(), TestCaseError> {
+    let mut single = RegistryState::default();
+    let mut batched = RegistryState::default();
+    let mut now = 1_000.0;
+    let mut run: Vec<&Step> = Vec::new();
+    for step in steps.iter().chain([&Step::Advance(0.0)]) {
+        let advance = match step {
+            Step::Advance(seconds) => *seconds,
+            Step::Lookup { .. } => 0.0,
+            _ => {
+                run.push(step);
+                continue;
+            }
+        };
+        let mut draft = {
+            let mut state = batched.clone();
+            prune_expired(&mut state, now);
+            Draft::new(state)
+        };
+        for step in run.drain(..) {
+            let (mutation, owner) = mutation(step).expect("a mutation step");
+            let mut live = single.clone();
+            prune_expired(&mut live, now);
+            let want = rules.apply(&mut live, &mutation, owner, now);
+            if want.is_ok() {
+                single = live;
+            }
+            let have = draft.apply(rules, &mutation, owner, now);
+            prop_assert_eq!(&have, &want, "answers differ for {:?}", step);
+            prop_assert_eq!(draft.encoded_len(), draft.state().encoded_len());
+        }
+        batched = draft.into_state();
+        prune_expired(&mut single, now);
+        prop_assert_eq!(batched.encode_to_vec(), single.encode_to_vec());
+        now += advance;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_draft_applies_a_batch_exactly_like_single_applies(
+        steps in prop::collection::vec(step(), 1..80)
+    ) {
+        batches_match_single_applies(&Rules::default(), &steps)?;
     }
 }
 
