@@ -2,12 +2,15 @@
 //! read the snapshot (re-downloading it only when it changed).
 //!
 //! **Read-your-writes across owners.** Every lookup first asks the store for
-//! its cheap change token ([`SnapshotStore::revision`]: stream info on
-//! JetStream, answered by the stream leader) and serves the cached decoded
-//! snapshot only when the token is the one that snapshot was read or written
-//! at; otherwise it re-downloads (through the leader). So a lookup reflects
-//! every write acknowledged before it arrived, whichever process made it, at
-//! the cost of one small request instead of a snapshot download.
+//! its cheap change token ([`SnapshotStore::revision`]: on JetStream, "is
+//! there a message on the key after the revision I know", a direct get on a
+//! one-replica bucket, else asked of the stream leader; see
+//! `store::jetstream`) and serves the cached decoded snapshot only when the
+//! token is the one that snapshot was read or written at; otherwise it
+//! re-reads (the check already fetched the newer value, so this only proves
+//! nothing newer came). So a lookup reflects every write acknowledged before
+//! it arrived, whichever process made it, at the cost of one small request
+//! instead of a snapshot download.
 //!
 //! The reference also lets `authorize_agent` polls (not `new_invocation`)
 //! and `authorize_app` answer from a snapshot up to `snapshot_seconds` (1 s)

@@ -165,6 +165,9 @@ async fn jetstream_store_opens_a_bucket_made_like_the_reference() {
         .unwrap();
 
     let store = jetstream_store(&client, &project, 3).await;
+    // No direct gets on this bucket: change checks ask the leader.
+    assert!(!store.checks_direct());
+    assert_eq!(store.revision().await.unwrap(), written.sequence);
     let read = store.read().await.unwrap();
     assert_eq!(
         (read.bytes.as_ref(), read.revision),
@@ -179,6 +182,22 @@ async fn jetstream_store_opens_a_bucket_made_like_the_reference() {
         .compare_and_swap(Bytes::from_static(b"late"), written.sequence)
         .await;
     assert!(matches!(stale, Err(CasError::Conflict)), "{stale:?}");
+    // A write by another client (the reference) is seen by the next check.
+    let python = context
+        .publish(
+            format!("$KV.{bucket}.{KEY}"),
+            Bytes::from_static(b"python2"),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(store.revision().await.unwrap(), python.sequence);
+    let read = store.read().await.unwrap();
+    assert_eq!(
+        (read.bytes.as_ref(), read.revision),
+        (&b"python2"[..], python.sequence)
+    );
     // Its existing (single) replica setting was kept, not ours.
     let mut stream = context.get_stream(format!("KV_{bucket}")).await.unwrap();
     assert_eq!(stream.info().await.unwrap().config.num_replicas, 1);
@@ -190,6 +209,8 @@ async fn jetstream_reads_see_writes_from_another_connection() {
     let project = unique_name("other");
     let a = jetstream_store(&connect(&[server.url()]).await, &project, 1).await;
     let b = jetstream_store(&connect(&[server.url()]).await, &project, 1).await;
+    // Our one-replica bucket: change checks are direct gets.
+    assert!(a.checks_direct() && b.checks_direct());
     let mut revision = 0;
     for i in 0..20u32 {
         let (writer, reader) = if i.is_multiple_of(2) {

@@ -61,6 +61,46 @@ async fn caller(discovery: Discovery, other: Discovery, name: String) -> Tally {
     tally
 }
 
+/// The change check of a one-replica bucket is a direct get; a write by
+/// another owner (another store on another connection) is still seen by the
+/// very next lookup, and lookups with nothing changed download nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_on_the_direct_check_see_the_other_owners_writes_at_once() {
+    let server = NatsServer::start().await;
+    let project = unique_name("direct");
+    let store_a = Arc::new(jetstream_store(&connect(&[server.url()]).await, &project, 1).await);
+    let store_b = Arc::new(jetstream_store(&connect(&[server.url()]).await, &project, 1).await);
+    assert!(store_a.checks_direct() && store_b.checks_direct());
+    let a = Harness::start(store_a, DiscoveryConfig::default());
+    let b = Harness::start(store_b.clone(), DiscoveryConfig::default());
+    for i in 0..20 {
+        let id = format!("direct-{i}");
+        // Alternate the writer, so each owner's cache is one write behind.
+        let (writer, reader) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        registered(writer.discovery.mutate(register(&id), OWNER).await);
+        let before = reader.discovery.stats();
+        let module = reader.discovery.get_module(&get_m()).await.unwrap();
+        assert!(
+            module.instances.iter().any(|x| x.instance_id == id),
+            "{id} not seen by the next lookup of the other owner"
+        );
+        assert_eq!(reader.discovery.stats().reloads, before.reloads + 1);
+        // Nothing changed since: the same check serves the cached snapshot.
+        let again = reader.discovery.stats();
+        reader.discovery.get_module(&get_m()).await.unwrap();
+        let after = reader.discovery.stats();
+        assert_eq!(after.reloads, again.reloads);
+        assert_eq!(after.cache_hits, again.cache_hits + 1);
+    }
+    assert!(store_b.checks_direct());
+    assert_eq!(
+        a.discovery.stats().store_errors + b.discovery.stats().store_errors,
+        0
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_owners_share_one_bucket_without_losing_writes() {
     let server = NatsServer::start().await;

@@ -2,27 +2,62 @@
 //! `ABI_DISCOVERY_<project>`, the same bucket and key the reference uses, so
 //! Rust and Python owners share one registry.
 //!
-//! **Reads go through the stream leader.** `async-nats` creates KV buckets
+//! **Reads never come from a stale replica.** `async-nats` creates KV buckets
 //! with `allow_direct = true`, and its `Store::get`/`entry` then use the
-//! direct-get API, which any replica (or mirror) may answer, possibly before
-//! it has applied the latest write. A compare-and-swap that starts from such
-//! a stale read only conflicts and retries, but a lookup served from it would
-//! miss an acknowledged write. So [`SnapshotStore::read`] uses the
-//! non-direct `$JS.API.STREAM.MSG.GET` (last message by subject), which only
-//! the stream leader answers, and [`SnapshotStore::revision`] uses stream info
-//! (also answered by the leader): its `last_seq` moves with every write to the
-//! bucket without downloading the value.
+//! direct-get API, which any replica (or a mirror created with
+//! `mirror_direct`) may answer, possibly before it has applied the latest
+//! write. A compare-and-swap that starts from such a stale read only
+//! conflicts and retries, but a lookup served from it would miss an
+//! acknowledged write. So [`SnapshotStore::read`] downloads the snapshot with
+//! the non-direct `$JS.API.STREAM.MSG.GET` (last message by subject), which
+//! only the stream leader answers.
+//!
+//! **The change check ([`SnapshotStore::revision`]) asks for the key's next
+//! message.** The store remembers the highest revision of the key it has
+//! seen (read, written, or found by a check) and asks for the first message
+//! on the key's subject at or after the following sequence (`seq` plus
+//! `next_by_subj`). "None" proves that nothing newer was written to the key,
+//! so the revision it already knows is current; a message found *is* the
+//! newer snapshot, kept so that the [`read`](SnapshotStore::read) that
+//! follows only has to prove it is still the newest (one more "none")
+//! instead of downloading it again. How the question is asked depends on
+//! the bucket:
+//!
+//! - **One replica, direct gets allowed** (the default: `ABI_KV_REPLICAS=1`,
+//!   bucket created by us): a direct get (`$JS.API.DIRECT.GET.<stream>`).
+//!   The only server holding the stream is its leader, which acknowledged
+//!   every write after storing it, so its answer is current; and a direct
+//!   get skips the JetStream API queue, which makes it about as cheap as a
+//!   plain request-reply, much cheaper than stream info. This assumes no
+//!   mirror of the bucket's stream was created with `mirror_direct` (a
+//!   mirror answers the same direct gets, possibly stale).
+//! - **More replicas, or no direct gets** (a bucket the reference created):
+//!   the same question through `$JS.API.STREAM.MSG.GET`, answered by the
+//!   leader only.
+//!
+//! The choice is re-read from the stream's configuration at most every
+//! [`MODE_REFRESH`], so scaling a running bucket up from one replica moves
+//! the checks to the leader within that time (restart the owners after
+//! scaling for a strict guarantee during the change).
+//!
+//! Revisions are assumed to only grow, as they do for one stream: deleting
+//! and re-creating the bucket under running owners needs them restarted
+//! (the cached snapshot and the remembered revision would be ahead of it).
 //!
 //! The revision is the stream sequence of the key's last message, which is
 //! what the KV "expected last subject sequence" check of an update compares.
 
 use std::future::Future;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::context::GetStreamErrorKind;
 use async_nats::jetstream::kv::{self, UpdateErrorKind};
-use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
+use async_nats::jetstream::stream::{
+    DirectGetErrorKind, LastRawMessageErrorKind, RawMessageErrorKind, Stream,
+};
 use async_nats::jetstream::{self as js};
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -33,6 +68,14 @@ use super::{CasError, Snapshot, SnapshotStore, StoreError};
 pub const KEY: &str = "registry";
 /// Largest value the bucket accepts (the reference's 512 KiB).
 pub const MAX_VALUE_BYTES: i32 = 512 * 1024;
+
+/// How often the store re-reads the stream's configuration to decide how to
+/// check for changes (see the module docs).
+pub const MODE_REFRESH: Duration = Duration::from_secs(1);
+
+/// Most "is there anything newer" hops one read makes from a snapshot found by
+/// a change check before it downloads the latest value instead.
+const MAX_HOPS: usize = 4;
 
 /// The bucket of a project: `ABI_DISCOVERY_<project>`.
 pub fn bucket_name(project: &str) -> String {
@@ -58,6 +101,56 @@ pub struct JetStreamStore {
     stream: Stream,
     subject: String,
     timeout: Duration,
+    /// What this store (and its clones) learned; see the module docs.
+    seen: Arc<Seen>,
+}
+
+/// The highest revision of the key seen, the newest snapshot a change check
+/// found, and how checks are made.
+#[derive(Debug)]
+struct Seen {
+    revision: AtomicU64,
+    found: Mutex<Option<Snapshot>>,
+    mode: Mutex<Mode>,
+}
+
+/// How change checks are made, and when that was decided.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    direct: bool,
+    decided: Instant,
+}
+
+impl Seen {
+    fn new(direct: bool) -> Self {
+        Self {
+            revision: AtomicU64::new(0),
+            found: Mutex::new(None),
+            mode: Mutex::new(Mode {
+                direct,
+                decided: Instant::now(),
+            }),
+        }
+    }
+
+    fn saw(&self, revision: u64) {
+        self.revision.fetch_max(revision, Ordering::AcqRel);
+    }
+
+    fn found(&self) -> std::sync::MutexGuard<'_, Option<Snapshot>> {
+        // Replaced in one assignment: a poisoned lock still holds a whole value.
+        self.found.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn mode(&self) -> std::sync::MutexGuard<'_, Mode> {
+        self.mode.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Whether change checks on a stream so configured may use direct gets: a
+/// single replica (the leader is the only server answering) that allows them.
+fn direct_checks(config: &async_nats::jetstream::stream::Config) -> bool {
+    config.num_replicas <= 1 && config.allow_direct
 }
 
 impl JetStreamStore {
@@ -91,31 +184,112 @@ impl JetStreamStore {
         )
         .await?
         .map_err(|e| StoreError::backend("open", e))?;
+        let direct = direct_checks(&stream.cached_info().config);
+        tracing::debug!(bucket, direct, "registry bucket opened");
         Ok(Self {
             kv,
             stream,
             subject: format!("$KV.{bucket}.{KEY}"),
             timeout: cfg.timeout,
+            seen: Arc::new(Seen::new(direct)),
         })
+    }
+
+    /// Whether change checks currently use direct gets (one replica, direct
+    /// gets allowed) rather than the stream leader's API; see the module docs.
+    pub fn checks_direct(&self) -> bool {
+        self.seen.mode().direct
+    }
+
+    /// Whether change checks may use direct gets, re-reading the stream's
+    /// configuration when the last decision is older than [`MODE_REFRESH`].
+    async fn direct(&self) -> Result<bool, StoreError> {
+        let mode = *self.seen.mode();
+        if mode.decided.elapsed() < MODE_REFRESH {
+            return Ok(mode.direct);
+        }
+        let info = deadline("revision", self.timeout, self.stream.get_info())
+            .await?
+            .map_err(|e| StoreError::backend("revision", e))?;
+        let direct = direct_checks(&info.config);
+        if direct != mode.direct {
+            tracing::info!(direct, "registry change checks switched");
+        }
+        *self.seen.mode() = Mode {
+            direct,
+            decided: Instant::now(),
+        };
+        Ok(direct)
+    }
+
+    /// The first message on the key after `revision`, if any (current as of
+    /// a moment after this call started).
+    async fn next_after(&self, revision: u64) -> Result<Option<Snapshot>, StoreError> {
+        let from = revision.saturating_add(1);
+        let message = if self.direct().await? {
+            let get = self
+                .stream
+                .direct_get_next_for_subject(self.subject.as_str(), Some(from));
+            match deadline("revision", self.timeout, get).await? {
+                Ok(message) => message,
+                Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(StoreError::backend("revision", e)),
+            }
+        } else {
+            let get = self
+                .stream
+                .get_first_raw_message_by_subject(&self.subject, from);
+            match deadline("revision", self.timeout, get).await? {
+                Ok(message) => message,
+                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => return Ok(None),
+                Err(e) => return Err(StoreError::backend("revision", e)),
+            }
+        };
+        Ok(Some(Snapshot {
+            bytes: message.payload,
+            revision: message.sequence,
+        }))
+    }
+
+    /// The latest value and revision from the stream leader.
+    async fn read_leader(&self) -> Result<Snapshot, StoreError> {
+        let last = self.stream.get_last_raw_message_by_subject(&self.subject);
+        match deadline("read", self.timeout, last).await? {
+            // A delete marker reads as an empty registry at its revision,
+            // as in the reference.
+            Ok(message) => Ok(Snapshot {
+                bytes: message.payload,
+                revision: message.sequence,
+            }),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
+                Ok(Snapshot::default())
+            }
+            Err(e) => Err(StoreError::backend("read", e)),
+        }
     }
 }
 
 impl SnapshotStore for JetStreamStore {
     fn read(&self) -> BoxFuture<'_, Result<Snapshot, StoreError>> {
         Box::pin(async move {
-            let last = self.stream.get_last_raw_message_by_subject(&self.subject);
-            match deadline("read", self.timeout, last).await? {
-                // A delete marker reads as an empty registry at its revision,
-                // as in the reference.
-                Ok(message) => Ok(Snapshot {
-                    bytes: message.payload,
-                    revision: message.sequence,
-                }),
-                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
-                    Ok(Snapshot::default())
+            // A snapshot a change check found only needs proof that nothing
+            // newer came since (a delete marker reads as an empty registry,
+            // as in the reference).
+            let found = self.seen.found().clone();
+            if let Some(mut candidate) = found {
+                for _ in 0..MAX_HOPS {
+                    match self.next_after(candidate.revision).await? {
+                        None => {
+                            self.seen.saw(candidate.revision);
+                            return Ok(candidate);
+                        }
+                        Some(newer) => candidate = newer,
+                    }
                 }
-                Err(e) => Err(StoreError::backend("read", e)),
             }
+            let snapshot = self.read_leader().await?;
+            self.seen.saw(snapshot.revision);
+            Ok(snapshot)
         })
     }
 
@@ -127,7 +301,10 @@ impl SnapshotStore for JetStreamStore {
         Box::pin(async move {
             let update = self.kv.update(KEY, bytes, revision);
             match deadline("compare_and_swap", self.timeout, update).await? {
-                Ok(new_revision) => Ok(new_revision),
+                Ok(new_revision) => {
+                    self.seen.saw(new_revision);
+                    Ok(new_revision)
+                }
                 Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => Err(CasError::Conflict),
                 Err(e) => Err(CasError::Store(StoreError::backend("compare_and_swap", e))),
             }
@@ -136,10 +313,16 @@ impl SnapshotStore for JetStreamStore {
 
     fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
-            let info = deadline("revision", self.timeout, self.stream.get_info())
-                .await?
-                .map_err(|e| StoreError::backend("revision", e))?;
-            Ok(info.state.last_sequence)
+            let known = self.seen.revision.load(Ordering::Acquire);
+            match self.next_after(known).await? {
+                None => Ok(known),
+                Some(newer) => {
+                    let revision = newer.revision;
+                    self.seen.saw(revision);
+                    *self.seen.found() = Some(newer);
+                    Ok(revision)
+                }
+            }
         })
     }
 }
