@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abi_discovery::store::jetstream::{
-    JetStreamStore, JetStreamStoreConfig, KEY, MAX_VALUE_BYTES, bucket_name,
+    JetStreamStore, JetStreamStoreConfig, KEY, MAX_VALUE_BYTES, MODE_REFRESH, bucket_name,
 };
 use abi_discovery::store::memory::MemoryStore;
 use abi_discovery::store::{CasError, Snapshot, SnapshotStore, StoreError};
@@ -296,4 +296,37 @@ async fn jetstream_calls_fail_within_their_deadline_when_the_server_is_gone() {
     );
     // Three calls, each bounded by its deadline (plus slack for a busy box).
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn jetstream_store_follows_a_re_created_bucket() {
+    let server = NatsServer::start().await;
+    let project = unique_name("recreated");
+    let client = connect(&[server.url()]).await;
+    let old = jetstream_store(&client, &project, 1).await;
+    let mut revision = 0;
+    for value in ["a", "b", "c"] {
+        revision = old
+            .compare_and_swap(Bytes::from(value), revision)
+            .await
+            .unwrap();
+    }
+    assert_eq!(old.revision().await.unwrap(), 3);
+    // Someone deletes the bucket and another owner creates it again: its
+    // sequences start from 1, below what `old` has seen.
+    jetstream::new(client.clone())
+        .delete_key_value(bucket_name(&project))
+        .await
+        .unwrap();
+    let new = jetstream_store(&connect(&[server.url()]).await, &project, 1).await;
+    let first = new
+        .compare_and_swap(Bytes::from_static(b"new"), 0)
+        .await
+        .unwrap();
+    assert_eq!(first, 1);
+    // Within the refresh period the old store notices and re-reads.
+    tokio::time::sleep(MODE_REFRESH + Duration::from_millis(200)).await;
+    assert_eq!(old.revision().await.unwrap(), first);
+    let read = old.read().await.unwrap();
+    assert_eq!((read.bytes.as_ref(), read.revision), (&b"new"[..], first));
 }

@@ -40,9 +40,12 @@
 //! the checks to the leader within that time (restart the owners after
 //! scaling for a strict guarantee during the change).
 //!
-//! Revisions are assumed to only grow, as they do for one stream: deleting
-//! and re-creating the bucket under running owners needs them restarted
-//! (the cached snapshot and the remembered revision would be ahead of it).
+//! Revisions only grow within one stream. When the bucket is deleted and
+//! created again under running owners, its sequences start again from 1:
+//! the same periodic look at the stream notices (a new creation time) and
+//! the store forgets the revisions it saw, so for up to [`MODE_REFRESH`]
+//! after such a re-creation lookups may still be answered from the old
+//! bucket's snapshot.
 //!
 //! The revision is the stream sequence of the key's last message, which is
 //! what the KV "expected last subject sequence" check of an update compares.
@@ -52,11 +55,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_nats::datetime::DateTime;
 use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::context::GetStreamErrorKind;
 use async_nats::jetstream::kv::{self, UpdateErrorKind};
 use async_nats::jetstream::stream::{
-    DirectGetErrorKind, LastRawMessageErrorKind, RawMessageErrorKind, Stream,
+    DirectGetErrorKind, Info as StreamInfo, LastRawMessageErrorKind, RawMessageErrorKind, Stream,
 };
 use async_nats::jetstream::{self as js};
 use bytes::Bytes;
@@ -114,23 +118,33 @@ struct Seen {
     mode: Mutex<Mode>,
 }
 
-/// How change checks are made, and when that was decided.
+/// How change checks are made, and when that was decided; with the
+/// stream's creation time then, to notice a re-created bucket.
 #[derive(Debug, Clone, Copy)]
 struct Mode {
     direct: bool,
     decided: Instant,
+    created: DateTime,
 }
 
 impl Seen {
-    fn new(direct: bool) -> Self {
+    fn new(info: &StreamInfo) -> Self {
         Self {
             revision: AtomicU64::new(0),
             found: Mutex::new(None),
             mode: Mutex::new(Mode {
-                direct,
+                direct: direct_checks(&info.config),
                 decided: Instant::now(),
+                created: info.created,
             }),
         }
+    }
+
+    /// Forgets every revision seen (the bucket was re-created: its sequences
+    /// started again from 1).
+    fn forget(&self) {
+        self.revision.store(0, Ordering::Release);
+        *self.found() = None;
     }
 
     fn saw(&self, revision: u64) {
@@ -184,14 +198,18 @@ impl JetStreamStore {
         )
         .await?
         .map_err(|e| StoreError::backend("open", e))?;
-        let direct = direct_checks(&stream.cached_info().config);
-        tracing::debug!(bucket, direct, "registry bucket opened");
+        let seen = Seen::new(stream.cached_info());
+        tracing::debug!(
+            bucket,
+            direct = seen.mode().direct,
+            "registry bucket opened"
+        );
         Ok(Self {
             kv,
             stream,
             subject: format!("$KV.{bucket}.{KEY}"),
             timeout: cfg.timeout,
-            seen: Arc::new(Seen::new(direct)),
+            seen: Arc::new(seen),
         })
     }
 
@@ -203,6 +221,8 @@ impl JetStreamStore {
 
     /// Whether change checks may use direct gets, re-reading the stream's
     /// configuration when the last decision is older than [`MODE_REFRESH`].
+    /// A stream created anew since (or one whose sequence went back) makes
+    /// the store forget the revisions it saw.
     async fn direct(&self) -> Result<bool, StoreError> {
         let mode = *self.seen.mode();
         if mode.decided.elapsed() < MODE_REFRESH {
@@ -215,18 +235,29 @@ impl JetStreamStore {
         if direct != mode.direct {
             tracing::info!(direct, "registry change checks switched");
         }
+        if info.created != mode.created
+            || info.state.last_sequence < self.seen.revision.load(Ordering::Acquire)
+        {
+            tracing::warn!("the registry bucket was re-created; re-reading it");
+            self.seen.forget();
+        }
         *self.seen.mode() = Mode {
             direct,
             decided: Instant::now(),
+            created: info.created,
         };
         Ok(direct)
     }
 
     /// The first message on the key after `revision`, if any (current as of
-    /// a moment after this call started).
-    async fn next_after(&self, revision: u64) -> Result<Option<Snapshot>, StoreError> {
+    /// a moment after this call started), by a direct get when `direct`.
+    async fn next_after(
+        &self,
+        direct: bool,
+        revision: u64,
+    ) -> Result<Option<Snapshot>, StoreError> {
         let from = revision.saturating_add(1);
-        let message = if self.direct().await? {
+        let message = if direct {
             let get = self
                 .stream
                 .direct_get_next_for_subject(self.subject.as_str(), Some(from));
@@ -275,10 +306,11 @@ impl SnapshotStore for JetStreamStore {
             // A snapshot a change check found only needs proof that nothing
             // newer came since (a delete marker reads as an empty registry,
             // as in the reference).
+            let direct = self.direct().await?;
             let found = self.seen.found().clone();
             if let Some(mut candidate) = found {
                 for _ in 0..MAX_HOPS {
-                    match self.next_after(candidate.revision).await? {
+                    match self.next_after(direct, candidate.revision).await? {
                         None => {
                             self.seen.saw(candidate.revision);
                             return Ok(candidate);
@@ -313,8 +345,10 @@ impl SnapshotStore for JetStreamStore {
 
     fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
+            // Mode first: it may forget the revisions of a re-created bucket.
+            let direct = self.direct().await?;
             let known = self.seen.revision.load(Ordering::Acquire);
-            match self.next_after(known).await? {
+            match self.next_after(direct, known).await? {
                 None => Ok(known),
                 Some(newer) => {
                     let revision = newer.revision;
