@@ -68,9 +68,7 @@ pub(crate) fn refuse_cycles(
     let mut current: Graph<'_> = HashMap::new();
     for (rollout, nodes) in &edges {
         for (node, deps) in nodes {
-            if serving.get(node.0).map(String::as_str) == Some(*rollout)
-                && !replaced.contains(node.0)
-            {
+            if serving.get(node.0) == Some(rollout) && !replaced.contains(node.0) {
                 current.insert(*node, deps.clone());
             }
         }

@@ -11,8 +11,9 @@ use abi_proto::discovery::v1 as pb;
 use crate::record;
 use crate::status::{DEGRADED, NodeRef, READY};
 
-/// The serving rollout id per module id (`""` for instances without one).
-pub(crate) type Serving = HashMap<String, String>;
+/// The serving rollout id per module id (`""` for instances without one),
+/// borrowed from the records.
+pub(crate) type Serving<'a> = HashMap<&'a str, &'a str>;
 
 /// Chooses the serving generation per module id, and which records the
 /// generations it replaces add to the draining ones (indices into `records`).
@@ -29,7 +30,7 @@ pub(crate) type Serving = HashMap<String, String>;
 /// last write (statuses are stored, so a rollout that broke keeps serving);
 /// failing that, the oldest generation with an initialized instance.
 /// Instances with no rollout id always count as served and oldest.
-pub(crate) fn plan_rollouts(records: &[&pb::RegistryRecord]) -> (Serving, Vec<usize>) {
+pub(crate) fn plan_rollouts<'a>(records: &[&'a pb::RegistryRecord]) -> (Serving<'a>, Vec<usize>) {
     let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (index, record) in records.iter().enumerate() {
         if !record.rollout_id.is_empty() {
@@ -118,11 +119,7 @@ pub(crate) fn plan_rollouts(records: &[&pb::RegistryRecord]) -> (Serving, Vec<us
             winners.insert(module_id, rollout);
         }
     }
-    let serving = winners
-        .into_iter()
-        .map(|(module_id, rollout)| (module_id.to_owned(), rollout.to_owned()))
-        .collect();
-    (serving, drain)
+    (winners, drain)
 }
 
 /// Whether the rollout made of `members` (indices into `records`) is

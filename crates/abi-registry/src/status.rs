@@ -179,7 +179,7 @@ mod tests {
         // r1 is complete and serves; the plain generation drains; the newer,
         // incomplete r2 waits without draining.
         let (serving, _) = plan_rollouts(&records);
-        assert_eq!(serving.get("a").map(String::as_str), Some("r1"));
+        assert_eq!(serving.get("a").copied(), Some("r1"));
         assert_eq!(evaluation.draining, [true, false, false]);
         assert_eq!(evaluation.statuses, [DRAINING, READY, STARTING]);
         compute(&mut state);
