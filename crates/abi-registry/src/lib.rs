@@ -65,6 +65,7 @@ pub use abi_proto::discovery::v1 as pb;
 pub use draft::Draft;
 pub use error::{Error, ErrorCode};
 pub use lease::lease_hash;
+pub use lookup::{LookupSource, Prepared};
 pub use pb::RegistryState;
 pub use rules::{Rules, RulesError};
 

@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use abi_proto::discovery::v1 as pb;
 
 use crate::error::Error;
-use crate::{DEFAULT_ADMIN_IDENTITIES, DEFAULT_LEASE_SECONDS, Draft, Mutation, Outcome, lookup};
+use crate::lookup::{self, LookupSource};
+use crate::{DEFAULT_ADMIN_IDENTITIES, DEFAULT_LEASE_SECONDS, Draft, Mutation, Outcome};
 
 /// The policy: lease length and the identities allowed to evict.
 ///
@@ -117,33 +118,33 @@ impl Rules {
 
     /// The live instances of one module at one contract major, by instance id.
     ///
-    /// Takes the snapshot as stored (expired records are skipped here) and
-    /// never changes it.
+    /// Takes the snapshot as stored (expired records are skipped here), or
+    /// [`crate::Prepared`] for repeated lookups, and never changes it.
     ///
     /// # Errors
     /// INVALID_ARGUMENT for a bad module id or a zero contract major,
     /// MODULE_NOT_FOUND when no live instance serves the module, and
     /// INCOMPATIBLE_MODULE when none serves that contract major.
-    pub fn get_module(
+    pub fn get_module<'a>(
         &self,
-        state: &pb::RegistryState,
+        state: impl Into<LookupSource<'a>>,
         req: &pb::GetModuleRequest,
         now: f64,
     ) -> Result<pb::GetModuleResponse, Error> {
-        lookup::get_module(state, req, now)
+        lookup::get_module(state.into(), req, now)
     }
 
     /// One page of live instances of every module, by instance id.
     ///
     /// # Errors
     /// INVALID_ARGUMENT unless `limit` is within 1..=100.
-    pub fn list_modules(
+    pub fn list_modules<'a>(
         &self,
-        state: &pb::RegistryState,
+        state: impl Into<LookupSource<'a>>,
         req: &pb::ListModulesRequest,
         now: f64,
     ) -> Result<pb::ListModulesResponse, Error> {
-        lookup::list_modules(state, req, now)
+        lookup::list_modules(state.into(), req, now)
     }
 
     /// Whether the provider instance may serve the agent call. Only the
@@ -153,42 +154,42 @@ impl Rules {
     /// # Errors
     /// LEASE_EXPIRED, PERMISSION_DENIED, AGENT_NOT_FOUND, or
     /// MODULE_UNAVAILABLE for a new invocation on a provider not READY.
-    pub fn authorize_agent(
+    pub fn authorize_agent<'a>(
         &self,
-        state: &pb::RegistryState,
+        state: impl Into<LookupSource<'a>>,
         req: &pb::AuthorizeAgentRequest,
         owner: &str,
         now: f64,
     ) -> Result<pb::AuthorizeAgentResponse, Error> {
-        lookup::authorize_agent(state, req, owner, now)
+        lookup::authorize_agent(state.into(), req, owner, now)
     }
 
     /// Whether the provider instance may serve the chat model (decision only).
     ///
     /// # Errors
     /// LEASE_EXPIRED, PERMISSION_DENIED, MODEL_NOT_FOUND or MODULE_UNAVAILABLE.
-    pub fn authorize_model(
+    pub fn authorize_model<'a>(
         &self,
-        state: &pb::RegistryState,
+        state: impl Into<LookupSource<'a>>,
         req: &pb::AuthorizeModelRequest,
         owner: &str,
         now: f64,
     ) -> Result<pb::AuthorizeModelResponse, Error> {
-        lookup::authorize_model(state, req, owner, now)
+        lookup::authorize_model(state.into(), req, owner, now)
     }
 
     /// Whether the provider instance may serve the app (decision only).
     ///
     /// # Errors
     /// LEASE_EXPIRED, PERMISSION_DENIED, APP_NOT_FOUND or MODULE_UNAVAILABLE.
-    pub fn authorize_app(
+    pub fn authorize_app<'a>(
         &self,
-        state: &pb::RegistryState,
+        state: impl Into<LookupSource<'a>>,
         req: &pb::AuthorizeAppRequest,
         owner: &str,
         now: f64,
     ) -> Result<pb::AuthorizeAppResponse, Error> {
-        lookup::authorize_app(state, req, owner, now)
+        lookup::authorize_app(state.into(), req, owner, now)
     }
 }
 

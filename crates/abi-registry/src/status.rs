@@ -56,6 +56,13 @@ pub(crate) fn compute(state: &mut pb::RegistryState) {
     }
 }
 
+/// The constant for a stored status the rules compute, if it is one.
+pub(crate) fn known(status: &str) -> Option<&'static str> {
+    [STARTING, STAGED, DEGRADED, READY, DRAINING]
+        .into_iter()
+        .find(|known| *known == status)
+}
+
 /// Whether [`compute`] would leave `state` exactly as it is: every stored
 /// status and draining mark is already the one it would write (and every
 /// record has an instance for it to write into).

@@ -9,10 +9,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use abi_registry::{
-    Draft, MAX_INSTANCES, MAX_SNAPSHOT_BYTES, Mutation, Outcome, RegistryState, Rules, pb,
-    prune_expired, view,
+    Draft, MAX_INSTANCES, MAX_SNAPSHOT_BYTES, Mutation, Outcome, Prepared, RegistryState, Rules,
+    pb, prune_expired, view,
 };
 use proptest::prelude::*;
 use prost::Message;
@@ -255,23 +256,23 @@ fn run(rules: &Rules, steps: &[Step]) -> Result<Transcript, TestCaseError> {
                 major,
                 limit,
             } => {
-                let get = rules.get_module(
-                    &stored,
-                    &pb::GetModuleRequest {
-                        module_id: MODULES[*module].into(),
-                        contract_major: *major,
-                        ..Default::default()
-                    },
-                    now,
-                );
-                let list = rules.list_modules(
-                    &stored,
-                    &pb::ListModulesRequest {
-                        limit: *limit,
-                        ..Default::default()
-                    },
-                    now,
-                );
+                let get_req = pb::GetModuleRequest {
+                    module_id: MODULES[*module].into(),
+                    contract_major: *major,
+                    ..Default::default()
+                };
+                let list_req = pb::ListModulesRequest {
+                    limit: *limit,
+                    ..Default::default()
+                };
+                let get = rules.get_module(&stored, &get_req, now);
+                let list = rules.list_modules(&stored, &list_req, now);
+                // A prepared snapshot answers exactly the same, twice.
+                let prepared = Prepared::new(Arc::new(stored.clone()));
+                for _ in 0..2 {
+                    prop_assert_eq!(&rules.get_module(&prepared, &get_req, now), &get);
+                    prop_assert_eq!(&rules.list_modules(&prepared, &list_req, now), &list);
+                }
                 if let Ok(list) = &list {
                     prop_assert!(list.instances.len() <= *limit as usize);
                     prop_assert!(
