@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use abi_proto::discovery::v1 as pb;
-use abi_registry::{Error, ErrorCode, Mutation, Outcome, Rules};
+use abi_registry::{Error, ErrorCode, Mutation, Outcome, Prepared, Rules};
 use futures::FutureExt as _;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -125,7 +125,7 @@ struct Inner {
     reader: Reader,
     /// Cancelled when the writer task dies unexpectedly.
     writer_failed: CancellationToken,
-    lookups: Coalescer<Result<Arc<pb::RegistryState>, Error>>,
+    lookups: Coalescer<Result<Arc<Prepared>, Error>>,
 }
 
 /// What a lookup needs to load the snapshot; owned by each flight (it holds
@@ -237,10 +237,10 @@ impl Discovery {
         &self,
         req: &pb::GetModuleRequest,
     ) -> Result<pb::GetModuleResponse, Error> {
-        let state = self.snapshot().await?;
+        let prepared = self.current().await?;
         self.inner
             .rules
-            .get_module(&state, req, self.inner.clock.now())
+            .get_module(&*prepared, req, self.inner.clock.now())
     }
 
     /// `list_modules` on the current snapshot.
@@ -256,10 +256,10 @@ impl Discovery {
         &self,
         req: &pb::ListModulesRequest,
     ) -> Result<pb::ListModulesResponse, Error> {
-        let state = self.snapshot().await?;
+        let prepared = self.current().await?;
         self.inner
             .rules
-            .list_modules(&state, req, self.inner.clock.now())
+            .list_modules(&*prepared, req, self.inner.clock.now())
     }
 
     /// Whether provider `owner` may serve an agent call, on the current
@@ -277,10 +277,10 @@ impl Discovery {
         req: &pb::AuthorizeAgentRequest,
         owner: &str,
     ) -> Result<pb::AuthorizeAgentResponse, Error> {
-        let state = self.snapshot().await?;
+        let prepared = self.current().await?;
         self.inner
             .rules
-            .authorize_agent(&state, req, owner, self.inner.clock.now())
+            .authorize_agent(&*prepared, req, owner, self.inner.clock.now())
     }
 
     /// Whether provider `owner` may serve a model call, on the current
@@ -298,10 +298,10 @@ impl Discovery {
         req: &pb::AuthorizeModelRequest,
         owner: &str,
     ) -> Result<pb::AuthorizeModelResponse, Error> {
-        let state = self.snapshot().await?;
+        let prepared = self.current().await?;
         self.inner
             .rules
-            .authorize_model(&state, req, owner, self.inner.clock.now())
+            .authorize_model(&*prepared, req, owner, self.inner.clock.now())
     }
 
     /// Whether provider `owner` may serve an app request, on the current
@@ -319,10 +319,10 @@ impl Discovery {
         req: &pb::AuthorizeAppRequest,
         owner: &str,
     ) -> Result<pb::AuthorizeAppResponse, Error> {
-        let state = self.snapshot().await?;
+        let prepared = self.current().await?;
         self.inner
             .rules
-            .authorize_app(&state, req, owner, self.inner.clock.now())
+            .authorize_app(&*prepared, req, owner, self.inner.clock.now())
     }
 
     /// The current snapshot as stored (expired records included), for tools
@@ -336,6 +336,11 @@ impl Discovery {
     ///
     /// Cancel safe (reads only).
     pub async fn snapshot(&self) -> Result<Arc<pb::RegistryState>, Error> {
+        Ok(Arc::clone(self.current().await?.state()))
+    }
+
+    /// The current snapshot, prepared for lookups (see [`Reader::load`]).
+    async fn current(&self) -> Result<Arc<Prepared>, Error> {
         Counters::bump(&self.inner.counters.lookups);
         let reader = self.inner.reader.clone();
         self.inner
@@ -377,7 +382,11 @@ impl Discovery {
     /// records included), without asking the store: `None` before the first
     /// one and after a store failure. It may miss other owners' latest writes.
     pub fn cached_snapshot(&self) -> Option<Arc<pb::RegistryState>> {
-        self.inner.reader.cache.get().map(|decoded| decoded.state)
+        self.inner
+            .reader
+            .cache
+            .get()
+            .map(|decoded| Arc::clone(decoded.state()))
     }
 
     /// The service clock's current time, in seconds since the Unix epoch.
@@ -405,13 +414,13 @@ impl Discovery {
 impl Reader {
     /// The current snapshot: the cached one while the store's change token
     /// still vouches for it, else a fresh download.
-    async fn load(&self) -> Result<Arc<pb::RegistryState>, Error> {
+    async fn load(&self) -> Result<Arc<Prepared>, Error> {
         let token = self.bounded("revision", self.store.revision()).await?;
         if let Some(cached) = self.cache.get()
             && cached.token == token
         {
             Counters::bump(&self.counters.cache_hits);
-            return Ok(cached.state);
+            return Ok(cached.prepared);
         }
         let snapshot = self.bounded("read", self.store.read()).await?;
         self.counters
@@ -423,9 +432,9 @@ impl Reader {
             unavailable()
         })?;
         Counters::bump(&self.counters.reloads);
-        let state = Arc::clone(&decoded.state);
+        let prepared = Arc::clone(&decoded.prepared);
         self.cache.offer(decoded);
-        Ok(state)
+        Ok(prepared)
     }
 
     /// Runs a store call under the store deadline; failures become

@@ -275,7 +275,7 @@ impl Writer {
             None => self.read().await?,
         };
         let now = self.clock.now();
-        let mut state = (*start.state).clone();
+        let mut state = (**start.state()).clone();
         abi_registry::prune_expired(&mut state, now);
         // One draft for the whole batch: it copies the registry only for
         // mutations that may change statuses, not for plain renewals.
@@ -309,11 +309,8 @@ impl Writer {
             .snapshot_bytes
             .store(written, Ordering::Relaxed);
         // Cache before answering, so a lookup made after the answer sees it.
-        self.cache.offer(Decoded {
-            state: Arc::new(state),
-            revision: new_revision,
-            token: new_revision,
-        });
+        self.cache
+            .offer(Decoded::new(state, new_revision, new_revision));
         Ok(answers)
     }
 
@@ -360,11 +357,7 @@ pub(crate) fn decode(
     token: u64,
 ) -> Result<Decoded, prost::DecodeError> {
     let state = pb::RegistryState::decode(bytes)?;
-    Ok(Decoded {
-        state: Arc::new(state),
-        revision,
-        token,
-    })
+    Ok(Decoded::new(state, revision, token))
 }
 
 /// `error` and its sources, for one log line.

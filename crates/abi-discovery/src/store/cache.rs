@@ -3,15 +3,35 @@
 use std::sync::{Arc, Mutex};
 
 use abi_proto::discovery::v1 as pb;
+use abi_registry::Prepared;
 
 /// A decoded snapshot as stored, with the revision it was read or written at
 /// and the change token ([`super::SnapshotStore::revision`]) that vouches for
 /// it: while the store reports that same token, nothing changed since.
+///
+/// The snapshot is kept [`Prepared`], so the lookups that find it current
+/// share one status computation instead of making one each.
 #[derive(Debug, Clone)]
 pub(crate) struct Decoded {
-    pub(crate) state: Arc<pb::RegistryState>,
+    pub(crate) prepared: Arc<Prepared>,
     pub(crate) revision: u64,
     pub(crate) token: u64,
+}
+
+impl Decoded {
+    /// `state` at `revision`, vouched for by `token`.
+    pub(crate) fn new(state: pb::RegistryState, revision: u64, token: u64) -> Self {
+        Self {
+            prepared: Arc::new(Prepared::new(Arc::new(state))),
+            revision,
+            token,
+        }
+    }
+
+    /// The snapshot, as stored.
+    pub(crate) fn state(&self) -> &Arc<pb::RegistryState> {
+        self.prepared.state()
+    }
 }
 
 /// The latest decoded snapshot this process knows of. Never older than one
@@ -57,11 +77,7 @@ mod tests {
     use super::*;
 
     fn decoded(revision: u64) -> Decoded {
-        Decoded {
-            state: Arc::new(pb::RegistryState::default()),
-            revision,
-            token: revision,
-        }
+        Decoded::new(pb::RegistryState::default(), revision, revision)
     }
 
     #[test]
