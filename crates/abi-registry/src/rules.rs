@@ -97,7 +97,7 @@ impl Rules {
     /// as the service reads it before a write.
     ///
     /// # Errors
-    /// The refusal the reference gives for the same call (see [`ErrorCode`]),
+    /// The refusal the reference gives for the same call (see [`crate::ErrorCode`]),
     /// including REGISTRY_FULL when the result would encode to more than
     /// [`crate::MAX_SNAPSHOT_BYTES`]. On error `state` is left exactly as it was.
     ///

@@ -3,7 +3,7 @@
 //!
 //! - [`handle`]: one request to one reply, the reference's `_handle` rules;
 //! - [`backend`]: the port the registry facade implements;
-//! - [`serve`]: subscriptions, concurrency, and the stop sequence;
+//! - [`serve`](mod@serve): subscriptions, concurrency, and the stop sequence;
 //! - [`stats`]: per-endpoint counters for `$SRV.STATS`.
 
 pub mod backend;

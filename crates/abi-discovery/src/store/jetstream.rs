@@ -27,8 +27,8 @@
 //!   bucket created by us): a direct get (`$JS.API.DIRECT.GET.<stream>`).
 //!   The only server holding the stream is its leader, which acknowledged
 //!   every write after storing it, so its answer is current; and a direct
-//!   get skips the JetStream API queue, which makes it about as cheap as a
-//!   plain request-reply, much cheaper than stream info. This assumes no
+//!   get skips the JetStream API queue, which makes it cheaper than a plain
+//!   request-reply between two clients, and much cheaper than stream info. This assumes no
 //!   mirror of the bucket's stream was created with `mirror_direct` (a
 //!   mirror answers the same direct gets, possibly stale).
 //! - **More replicas, or no direct gets** (a bucket the reference created):
@@ -48,7 +48,9 @@
 //! bucket's snapshot.
 //!
 //! The revision is the stream sequence of the key's last message, which is
-//! what the KV "expected last subject sequence" check of an update compares.
+//! what the KV "expected last subject sequence" check of an update compares;
+//! the change token is that same revision, so writes to other keys of the
+//! bucket (there are none today) would not make lookups re-read.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
