@@ -416,8 +416,12 @@ impl Reader {
     /// still vouches for it, else a fresh download.
     async fn load(&self) -> Result<Arc<Prepared>, Error> {
         let token = self.bounded("revision", self.store.revision()).await?;
+        // After the token: the check is where the store notices a re-created
+        // bucket, so the epoch read now is the one the token belongs to.
+        let epoch = self.store.epoch();
         if let Some(cached) = self.cache.get()
             && cached.token == token
+            && cached.epoch == epoch
         {
             Counters::bump(&self.counters.cache_hits);
             return Ok(cached.prepared);
@@ -426,7 +430,7 @@ impl Reader {
         self.counters
             .snapshot_bytes
             .store(snapshot.bytes.len() as u64, Ordering::Relaxed);
-        let decoded = writer::decode(snapshot.bytes, snapshot.revision, token).map_err(|e| {
+        let decoded = writer::decode(snapshot.bytes, snapshot.revision, token, epoch).map_err(|e| {
             Counters::bump(&self.counters.store_errors);
             tracing::warn!(error = %e, revision = snapshot.revision, "registry snapshot does not decode");
             unavailable()

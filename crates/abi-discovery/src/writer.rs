@@ -233,7 +233,12 @@ impl Writer {
 
     /// The answers for `mutations`, in order, after committing them.
     async fn commit(&self, mutations: &[(Mutation, String)]) -> Vec<WriteResult> {
-        let mut cached = self.cache.get();
+        // A snapshot of an earlier epoch belongs to a bucket that is gone: its
+        // revision says nothing about the current one.
+        let mut cached = self
+            .cache
+            .get()
+            .filter(|cached| cached.epoch == self.store.epoch());
         for attempt in 1..=MAX_ATTEMPTS {
             if attempt > 1 {
                 Counters::bump(&self.counters.retries);
@@ -297,6 +302,7 @@ impl Writer {
         let state = draft.into_state();
         let bytes = Bytes::from(state.encode_to_vec());
         let written = bytes.len() as u64;
+        let epoch = start.epoch;
         let cas = self.store.compare_and_swap(bytes, start.revision);
         let new_revision = match tokio::time::timeout(self.cfg.store_timeout, cas).await {
             Ok(Ok(revision)) => revision,
@@ -310,14 +316,14 @@ impl Writer {
             .store(written, Ordering::Relaxed);
         // Cache before answering, so a lookup made after the answer sees it.
         self.cache
-            .offer(Decoded::new(state, new_revision, new_revision));
+            .offer(Decoded::new(state, new_revision, new_revision, epoch));
         Ok(answers)
     }
 
     /// Whether the store's change token still vouches for `decoded`.
     async fn still_current(&self, decoded: &Decoded) -> Result<bool, AttemptError> {
         match tokio::time::timeout(self.cfg.store_timeout, self.store.revision()).await {
-            Ok(Ok(token)) => Ok(token == decoded.token),
+            Ok(Ok(token)) => Ok(token == decoded.token && self.store.epoch() == decoded.epoch),
             Ok(Err(e)) => Err(AttemptError::Store(error_chain(&e))),
             Err(_) => Err(AttemptError::Store(self.timed_out("revision"))),
         }
@@ -325,6 +331,7 @@ impl Writer {
 
     /// Reads and decodes the snapshot, caching it.
     async fn read(&self) -> Result<Decoded, AttemptError> {
+        let epoch = self.store.epoch();
         let snapshot = match tokio::time::timeout(self.cfg.store_timeout, self.store.read()).await {
             Ok(Ok(snapshot)) => snapshot,
             Ok(Err(e)) => return Err(AttemptError::Store(error_chain(&e))),
@@ -335,7 +342,7 @@ impl Writer {
             .store(snapshot.bytes.len() as u64, Ordering::Relaxed);
         // Only this snapshot's own revision vouches for it (the token of a
         // bucket holding nothing else).
-        let decoded = decode(snapshot.bytes, snapshot.revision, snapshot.revision)
+        let decoded = decode(snapshot.bytes, snapshot.revision, snapshot.revision, epoch)
             .map_err(|e| AttemptError::Store(e.to_string()))?;
         self.cache.offer(decoded.clone());
         Ok(decoded)
@@ -355,9 +362,10 @@ pub(crate) fn decode(
     bytes: Bytes,
     revision: u64,
     token: u64,
+    epoch: u64,
 ) -> Result<Decoded, prost::DecodeError> {
     let state = pb::RegistryState::decode(bytes)?;
-    Ok(Decoded::new(state, revision, token))
+    Ok(Decoded::new(state, revision, token, epoch))
 }
 
 /// `error` and its sources, for one log line.

@@ -325,8 +325,19 @@ async fn jetstream_store_follows_a_re_created_bucket() {
         .unwrap();
     assert_eq!(first, 1);
     // Within the refresh period the old store notices and re-reads.
-    tokio::time::sleep(MODE_REFRESH + Duration::from_millis(200)).await;
-    assert_eq!(old.revision().await.unwrap(), first);
+    let noticed = std::time::Instant::now();
+    let epoch = old.epoch();
+    abi_test_support::wait_until(MODE_REFRESH * 20, || async {
+        old.revision().await.unwrap() == first
+    })
+    .await
+    .expect("the old store never followed the new bucket");
+    assert!(noticed.elapsed() < MODE_REFRESH * 20);
+    assert_eq!(
+        old.epoch(),
+        epoch + 1,
+        "revisions started over: a new epoch"
+    );
     let read = old.read().await.unwrap();
     assert_eq!((read.bytes.as_ref(), read.revision), (&b"new"[..], first));
 }

@@ -111,3 +111,51 @@ async fn concurrent_mutations_share_compare_and_swaps() {
     );
     harness.stop().await;
 }
+
+#[tokio::test]
+async fn after_the_bucket_is_re_created_the_cache_serves_and_writes_go_through() {
+    let server = NatsServer::start().await;
+    let project = unique_name("recreated");
+    let client = connect(&[server.url()]).await;
+    let store = Arc::new(jetstream_store(&client, &project, 1).await);
+    let harness = Harness::start(store.clone(), DiscoveryConfig::default());
+    let discovery = &harness.discovery;
+    for id in ["old-1", "old-2", "old-3"] {
+        registered(discovery.mutate(register(id), OWNER).await);
+    }
+    assert_eq!(listed(discovery).await.len(), 3);
+
+    // The bucket is deleted and another owner creates it again, with one
+    // registration at revision 1: below every revision this process saw.
+    async_nats::jetstream::new(client.clone())
+        .delete_key_value(abi_discovery::store::jetstream::bucket_name(&project))
+        .await
+        .unwrap();
+    let other = jetstream_store(&connect(&[server.url()]).await, &project, 1).await;
+    let fresh = replay(&Rules::default(), &[(register("fresh"), OWNER)], NOW);
+    let bytes = prost::Message::encode_to_vec(&fresh);
+    assert_eq!(other.compare_and_swap(bytes.into(), 0).await.unwrap(), 1);
+
+    // Lookups follow once the store notices (within its refresh period).
+    abi_test_support::wait_until(DEADLINE, || async { listed(discovery).await == ["fresh"] })
+        .await
+        .expect("lookups never showed the re-created bucket");
+
+    // From then on an unchanged registry is served from the cache ...
+    let before = discovery.stats();
+    for _ in 0..5 {
+        assert_eq!(listed(discovery).await, ["fresh"]);
+    }
+    let after = discovery.stats();
+    assert_eq!(
+        after.reloads, before.reloads,
+        "unchanged lookups downloaded"
+    );
+    assert_eq!(after.cache_hits, before.cache_hits + 5);
+
+    // ... and writes start from it without a conflict.
+    registered(discovery.mutate(register("again"), OWNER).await);
+    assert_eq!(discovery.stats().conflicts, after.conflicts);
+    assert_eq!(listed(discovery).await, ["again", "fresh"]);
+    harness.stop().await;
+}

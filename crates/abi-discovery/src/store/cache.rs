@@ -16,15 +16,19 @@ pub(crate) struct Decoded {
     pub(crate) prepared: Arc<Prepared>,
     pub(crate) revision: u64,
     pub(crate) token: u64,
+    /// The store's [`epoch`](super::SnapshotStore::epoch) when it was read:
+    /// revisions only compare within one epoch.
+    pub(crate) epoch: u64,
 }
 
 impl Decoded {
-    /// `state` at `revision`, vouched for by `token`.
-    pub(crate) fn new(state: pb::RegistryState, revision: u64, token: u64) -> Self {
+    /// `state` at `revision` of store epoch `epoch`, vouched for by `token`.
+    pub(crate) fn new(state: pb::RegistryState, revision: u64, token: u64, epoch: u64) -> Self {
         Self {
             prepared: Arc::new(Prepared::new(Arc::new(state))),
             revision,
             token,
+            epoch,
         }
     }
 
@@ -36,8 +40,9 @@ impl Decoded {
 
 /// The latest decoded snapshot this process knows of. Never older than one
 /// it already held: an update with a lower revision (a slow read overtaken by
-/// a write) is ignored. The lock is only held to copy an `Arc`, never across
-/// an `.await`.
+/// a write) is ignored, unless it comes from a later store epoch (the bucket
+/// was re-created and its revisions started over). The lock is only held to
+/// copy an `Arc`, never across an `.await`.
 #[derive(Debug, Default)]
 pub(crate) struct SnapshotCache {
     inner: Mutex<Option<Decoded>>,
@@ -49,13 +54,13 @@ impl SnapshotCache {
         self.lock().clone()
     }
 
-    /// Keeps `decoded` unless the cache already holds a newer revision.
+    /// Keeps `decoded` unless the cache already holds a newer revision of
+    /// the same epoch, or anything of a later epoch.
     pub(crate) fn offer(&self, decoded: Decoded) {
         let mut guard = self.lock();
-        if guard
-            .as_ref()
-            .is_none_or(|current| decoded.revision >= current.revision)
-        {
+        if guard.as_ref().is_none_or(|current| {
+            (decoded.epoch, decoded.revision) >= (current.epoch, current.revision)
+        }) {
             *guard = Some(decoded);
         }
     }
@@ -77,7 +82,7 @@ mod tests {
     use super::*;
 
     fn decoded(revision: u64) -> Decoded {
-        Decoded::new(pb::RegistryState::default(), revision, revision)
+        Decoded::new(pb::RegistryState::default(), revision, revision, 0)
     }
 
     #[test]
@@ -91,5 +96,17 @@ mod tests {
         assert_eq!(cache.get().map(|d| d.revision), Some(7));
         cache.clear();
         assert!(cache.get().is_none());
+    }
+
+    #[test]
+    fn a_later_epoch_replaces_any_revision_and_an_earlier_one_none() {
+        let cache = SnapshotCache::default();
+        cache.offer(decoded(9));
+        let restarted =
+            |revision, epoch| Decoded::new(pb::RegistryState::default(), revision, revision, epoch);
+        cache.offer(restarted(1, 1));
+        assert_eq!(cache.get().map(|d| (d.epoch, d.revision)), Some((1, 1)));
+        cache.offer(decoded(12));
+        assert_eq!(cache.get().map(|d| (d.epoch, d.revision)), Some((1, 1)));
     }
 }

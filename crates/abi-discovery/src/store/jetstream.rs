@@ -43,9 +43,10 @@
 //! Revisions only grow within one stream. When the bucket is deleted and
 //! created again under running owners, its sequences start again from 1:
 //! the same periodic look at the stream notices (a new creation time) and
-//! the store forgets the revisions it saw, so for up to [`MODE_REFRESH`]
-//! after such a re-creation lookups may still be answered from the old
-//! bucket's snapshot.
+//! the store forgets the revisions it saw and bumps its
+//! [`epoch`](SnapshotStore::epoch), so the service's cache lets go of the old
+//! bucket's snapshot too. For up to [`MODE_REFRESH`] after such a
+//! re-creation lookups may still be answered from the old bucket's snapshot.
 //!
 //! The revision is the stream sequence of the key's last message, which is
 //! what the KV "expected last subject sequence" check of an update compares;
@@ -116,6 +117,8 @@ pub struct JetStreamStore {
 #[derive(Debug)]
 struct Seen {
     revision: AtomicU64,
+    /// Bumped each time the revisions are forgotten ([`SnapshotStore::epoch`]).
+    epoch: AtomicU64,
     found: Mutex<Option<Snapshot>>,
     mode: Mutex<Mode>,
 }
@@ -133,6 +136,7 @@ impl Seen {
     fn new(info: &StreamInfo) -> Self {
         Self {
             revision: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
             found: Mutex::new(None),
             mode: Mutex::new(Mode {
                 direct: direct_checks(&info.config),
@@ -147,6 +151,7 @@ impl Seen {
     fn forget(&self) {
         self.revision.store(0, Ordering::Release);
         *self.found() = None;
+        self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     fn saw(&self, revision: u64) {
@@ -343,6 +348,10 @@ impl SnapshotStore for JetStreamStore {
                 Err(e) => Err(CasError::Store(StoreError::backend("compare_and_swap", e))),
             }
         })
+    }
+
+    fn epoch(&self) -> u64 {
+        self.seen.epoch.load(Ordering::Acquire)
     }
 
     fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {

@@ -108,4 +108,12 @@ pub trait SnapshotStore: Send + Sync + std::fmt::Debug {
     ///
     /// [`StoreError`] when the store cannot answer in time.
     fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>>;
+
+    /// Grows when the store's revisions start over (the JetStream bucket was
+    /// deleted and created again), so that a cache which never goes back to
+    /// a lower revision knows to let go of what it holds. Read it before a
+    /// call to tag that call's result. Default: revisions never start over.
+    fn epoch(&self) -> u64 {
+        0
+    }
 }

@@ -272,6 +272,10 @@ impl SnapshotStore for TestStore {
             self.inner.revision().await
         })
     }
+
+    fn epoch(&self) -> u64 {
+        self.inner.epoch()
+    }
 }
 
 /// Connects to one of `urls` (waiting until connected); reconnects are on.
