@@ -1,5 +1,6 @@
 //! `demo-provider`: a module that serves an agent and a job, and does a little
-//! periodic work. Copy it to start your own module.
+//! periodic work (the module itself is `abi_examples::provider`). Copy both
+//! to start your own module.
 //!
 //! Run it next to a NATS server and `abi-discovery`:
 //!
@@ -17,76 +18,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use abi_sdk::{Context, HookResult, Module, ModuleSpec, pb, run_module};
-use tracing::info;
-
-/// The module id other modules use to find this one.
-const MODULE_ID: &str = "demo-provider";
-
-/// The module's state: here only how often it works.
-struct Provider {
-    work_interval: Duration,
-}
-
-impl Module for Provider {
-    /// Called once every dependency is READY (this module has none), before
-    /// the instance tells discovery it is initialized. Open connections,
-    /// warm caches, ... here.
-    async fn on_initialized(&self, cx: &Context) -> HookResult {
-        let instance = cx.session().map(|s| s.instance_id()).unwrap_or("-");
-        info!(module_id = MODULE_ID, instance, "provider initialized");
-        Ok(())
-    }
-
-    /// The module's work, until it is asked to stop (SIGTERM, Ctrl-C, or a
-    /// newer rollout generation took over and discovery asked it to drain).
-    async fn run(&self, cx: Context) -> HookResult {
-        let mut ticks = tokio::time::interval(self.work_interval);
-        let mut done: u64 = 0;
-        loop {
-            tokio::select! {
-                () = cx.stopping().cancelled() => break,
-                _ = ticks.tick() => {}
-            }
-            // A work guard makes a draining module wait for this piece of
-            // work before it unregisters; `None` means stop taking work.
-            let Some(_guard) = cx.begin_work() else { break };
-            done += 1;
-            info!(done, status = %cx.status(), "provider did a piece of work");
-        }
-        info!(done, "provider stopping");
-        Ok(())
-    }
-}
-
-/// What the module declares to discovery: identity, contract, what it serves.
-fn spec() -> ModuleSpec {
-    ModuleSpec::new(MODULE_ID)
-        .package_version(std::env::var("DEMO_VERSION").unwrap_or_else(|_| "1.0.0".into()))
-        .contract_major(1)
-        .agent(pb::AgentDescriptor {
-            name: "summarizer".into(),
-            description: "Summarizes a text".into(),
-            contract_major: 1,
-            capabilities: vec!["summarize".into()],
-        })
-        .job(pb::JobDescriptor {
-            name: "nightly-report".into(),
-            description: "Builds the nightly report".into(),
-            contract_major: 1,
-            kind: "job".into(),
-            max_concurrency: 1,
-            max_attempts: 3,
-            timeout_seconds: 600.0,
-            triggers: vec![pb::JobTrigger {
-                kind: "cron".into(),
-                spec: "0 2 * * *".into(),
-                time_zone: "UTC".into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        })
-}
+use abi_examples::provider::{Provider, spec};
+use abi_sdk::run_module;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -107,7 +40,8 @@ async fn main() -> ExitCode {
     };
     // The runner registers, renews the lease, waits for dependencies, calls
     // the hooks, serves /health and /ready, and drains on SIGTERM.
-    match run_module(spec(), module).await {
+    let version = std::env::var("DEMO_VERSION").unwrap_or_else(|_| "1.0.0".into());
+    match run_module(spec(&version), module).await {
         Ok(()) => ExitCode::SUCCESS,
         // The runner already logged the error; the exit code tells a supervisor.
         Err(_) => ExitCode::FAILURE,
