@@ -148,7 +148,7 @@ impl RegistryWatch {
     }
 
     /// Follows the snapshots of an in-process service. Without a service
-    /// for the project (`None`) only nothing is ever reported.
+    /// for the project (`None`) nothing is ever reported.
     pub(crate) fn spawn_local(
         snapshots: Option<watch::Receiver<LocalSnapshot>>,
         options: WatchOptions,
