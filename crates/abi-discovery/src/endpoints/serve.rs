@@ -52,6 +52,9 @@ pub enum ServeError {
     /// The broker refused or lost a flush.
     #[error("could not flush to the NATS server")]
     Flush(#[source] async_nats::client::FlushError),
+    /// The round trip that confirms the broker's state could not be sent.
+    #[error("could not publish to the NATS server")]
+    Publish(#[source] async_nats::PublishError),
     /// Every subscription ended without being asked to: the connection closed.
     #[error("the subscriptions ended unexpectedly (connection closed)")]
     Ended,
@@ -128,9 +131,34 @@ pub async fn serve<B: Backend>(
 }
 
 /// Waits until the broker processed everything sent on `client` so far.
+///
+/// `Client::flush` only empties the socket, so this makes a round trip
+/// through the broker: it subscribes to a fresh inbox and publishes to it; the
+/// broker handles a connection's operations in order, so once the message comes
+/// back every earlier SUB or UNSUB was processed.
 async fn confirm(client: &Client, timeout: Duration, what: &'static str) -> Result<(), ServeError> {
-    match tokio::time::timeout(timeout, client.flush()).await {
-        Ok(result) => result.map_err(ServeError::Flush),
+    let round_trip = async {
+        let inbox = client.new_inbox();
+        let mut echo =
+            client
+                .subscribe(inbox.clone())
+                .await
+                .map_err(|source| ServeError::Subscribe {
+                    subject: inbox.clone(),
+                    source,
+                })?;
+        client
+            .publish(inbox, bytes::Bytes::new())
+            .await
+            .map_err(ServeError::Publish)?;
+        client.flush().await.map_err(ServeError::Flush)?;
+        match echo.next().await {
+            Some(_) => Ok(()),
+            None => Err(ServeError::Ended),
+        }
+    };
+    match tokio::time::timeout(timeout, round_trip).await {
+        Ok(result) => result,
         Err(_) => Err(ServeError::FlushTimedOut { what, timeout }),
     }
 }
@@ -177,12 +205,10 @@ async fn request_loop<B: Backend>(
         dispatch(&ctx, &slots, &tracker, op, msg).await;
     }
 
-    // Let the requests in flight finish first. async-nats forgets a drained
-    // subscription one poll of its connection task after writing the UNSUB, not when
-    // the broker confirms it; replies sent meanwhile keep waking that task, which
-    // widens the window in which a request the broker routed just before the UNSUB
-    // arrives to a forgotten subscription and is lost. With no reply in flight the
-    // task wakes for the broker's own bytes, which come in order.
+    // Let the requests in flight finish first, so that the replies are out before the
+    // drain. (Our async-nats carries a patch, see vendor/async-nats/PATCHED.md: a
+    // drained subscription is only forgotten once the broker confirmed its UNSUB, so
+    // requests routed to it just before are still delivered below.)
     let all = u32::try_from(max_concurrent.get()).unwrap_or(u32::MAX);
     let quiet = tokio::time::timeout(timeout, Arc::clone(&slots).acquire_many_owned(all)).await;
 
