@@ -10,6 +10,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY proto proto
 COPY crates crates
 COPY examples examples
+COPY vendor vendor
 RUN cargo build --release --locked -p abi-discovery -p abi-cli -p abi-examples \
  && mkdir /out \
  && cp target/release/abi-discovery target/release/abictl \
