@@ -61,6 +61,30 @@ async fn bucket(js: &async_nats::jetstream::Context, project: &str) -> kv::Store
     .unwrap()
 }
 
+/// Stores instance `a` (READY until `far`), and returns a watch with short
+/// check and backoff times that has reported it.
+async fn following_a(
+    nats: &async_nats::Client,
+    project: &str,
+    store: &kv::Store,
+    far: f64,
+) -> abi_sdk::RegistryWatch {
+    store
+        .put("registry", state(&[("a", "READY", far)]))
+        .await
+        .unwrap();
+    let mut watch = client(nats, project).watch_with(
+        WatchOptions::default()
+            .check_interval(Duration::from_millis(200))
+            .max_backoff(Duration::from_millis(500)),
+    );
+    assert!(matches!(
+        next(&mut watch).await,
+        RegistryEvent::Registered(_)
+    ));
+    watch
+}
+
 #[tokio::test]
 async fn snapshots_become_registered_status_gone_and_expired_events() {
     let server = NatsServer::start().await;
@@ -108,19 +132,7 @@ async fn the_watch_resumes_after_a_server_restart() {
     let js = async_nats::jetstream::new(nats.clone());
     let store = bucket(&js, &project).await;
     let far = now() + 600.0;
-    store
-        .put("registry", state(&[("a", "READY", far)]))
-        .await
-        .unwrap();
-    let mut watch = client(&nats, &project).watch_with(
-        WatchOptions::default()
-            .check_interval(Duration::from_millis(200))
-            .max_backoff(Duration::from_millis(500)),
-    );
-    assert!(matches!(
-        next(&mut watch).await,
-        RegistryEvent::Registered(_)
-    ));
+    let mut watch = following_a(&nats, &project, &store, far).await;
 
     server.restart().await;
     // Writes after the restart, through the reconnected client, still arrive.
@@ -165,19 +177,7 @@ async fn a_silently_stalled_watcher_is_detected_and_replaced() {
     let store = bucket(&js, &project).await;
     let stream = format!("KV_ABI_DISCOVERY_{project}");
     let far = now() + 600.0;
-    store
-        .put("registry", state(&[("a", "READY", far)]))
-        .await
-        .unwrap();
-    let mut watch = client(&nats, &project).watch_with(
-        WatchOptions::default()
-            .check_interval(Duration::from_millis(200))
-            .max_backoff(Duration::from_millis(500)),
-    );
-    assert!(matches!(
-        next(&mut watch).await,
-        RegistryEvent::Registered(_)
-    ));
+    let mut watch = following_a(&nats, &project, &store, far).await;
 
     // Pause the watcher's consumer on the server: it stays alive (heartbeats
     // flow, no error reaches the client) but delivers nothing: a silent stall.
