@@ -161,3 +161,89 @@ impl NatsCluster {
         }
     }
 }
+
+/// How long one monitoring request may take.
+const MONITOR_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl NatsCluster {
+    /// Monitoring URL of node `i`, `http://127.0.0.1:<port>` (`/connz`,
+    /// `/jsz`, `/healthz`, ...).
+    ///
+    /// # Panics
+    ///
+    /// When `i` is out of range.
+    pub fn monitor_url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.nodes[i].http_port)
+    }
+
+    /// The names of the client connections node `i` has open now, from its
+    /// `/connz` (unnamed clients show as `""`). Empty when the node is not
+    /// running or does not answer.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is out of range.
+    pub async fn client_names(&self, i: usize) -> Vec<String> {
+        if !self.is_running(i) {
+            return Vec::new();
+        }
+        let port = self.nodes[i].http_port;
+        // Blocking std I/O on the blocking pool, like the health probe, so
+        // a paused tokio clock neither times it out early nor advances.
+        let body = tokio::task::spawn_blocking(move || monitor_get(port, "/connz?limit=1024"))
+            .await
+            .ok()
+            .flatten();
+        let Some(body) = body else {
+            return Vec::new();
+        };
+        let Ok(connz) = serde_json::from_str::<serde_json::Value>(&body) else {
+            return Vec::new();
+        };
+        connz["connections"]
+            .as_array()
+            .map(|connections| {
+                connections
+                    .iter()
+                    .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The running node a client called `client_name` (its NATS connect
+    /// name) is connected to now, asking each node's `/connz` once; `None`
+    /// while it is connected nowhere (e.g. reconnecting). Poll it with
+    /// [`wait_until`](crate::wait_until) to wait for a (re)connection.
+    pub async fn connected_node(&self, client_name: &str) -> Option<usize> {
+        for i in 0..self.nodes.len() {
+            if self
+                .client_names(i)
+                .await
+                .iter()
+                .any(|name| name == client_name)
+            {
+                return Some(i);
+            }
+        }
+        None
+    }
+}
+
+/// `GET path` on a monitoring port (HTTP/1.0, so the server closes after the
+/// body): the body when the answer is a 200.
+fn monitor_get(http_port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], http_port));
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, MONITOR_TIMEOUT).ok()?;
+    stream.set_read_timeout(Some(MONITOR_TIMEOUT)).ok()?;
+    stream.set_write_timeout(Some(MONITOR_TIMEOUT)).ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).ok()?;
+    let response = String::from_utf8(response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let ok = head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200");
+    ok.then(|| body.to_owned())
+}
