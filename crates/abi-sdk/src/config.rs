@@ -22,6 +22,13 @@ pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
 /// and stops the module (the reference's client gives up after 60 too), so
 /// its supervisor can start a fresh process instead of one serving nothing.
 pub const DEFAULT_MAX_RECONNECTS: usize = 60;
+/// How long a stopping module may take from the stop request to its exit:
+/// finishing work in flight, one draining renewal, unregistering and the last
+/// NATS flush all share it. 8 s stays under the 10 s Docker (and compose)
+/// waits before SIGKILL by default, with room for the process to exit, and
+/// far under Kubernetes' 30 s; raise it (with the orchestrator's grace
+/// period) for modules whose work takes longer.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(8);
 /// Where the health probe listens when only `ABI_HEALTH_PORT` is set.
 pub const DEFAULT_HEALTH_HOST: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 
@@ -236,6 +243,7 @@ pub struct Config {
     pub(crate) token: Option<TokenSource>,
     pub(crate) request_timeout: Duration,
     pub(crate) drain_timeout: Duration,
+    pub(crate) shutdown_grace: Duration,
     pub(crate) discovery: Option<DiscoveryConfig>,
     pub(crate) health: Option<SocketAddr>,
     pub(crate) max_reconnects: Option<usize>,
@@ -248,6 +256,7 @@ impl Default for Config {
             token: None,
             request_timeout: crate::client::DEFAULT_REQUEST_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             discovery: None,
             health: None,
             max_reconnects: Some(DEFAULT_MAX_RECONNECTS),
@@ -262,6 +271,7 @@ impl fmt::Debug for Config {
             .field("token", &self.token)
             .field("request_timeout", &self.request_timeout)
             .field("drain_timeout", &self.drain_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
             .field("discovery", &self.discovery)
             .field("health", &self.health)
             .field("max_reconnects", &self.max_reconnects)
@@ -276,7 +286,9 @@ impl Config {
     /// - `ABI_PROJECT`: turns discovery on for that project;
     /// - `ABI_MODULE_KEY` (signs tokens for `module_id`), else `ABI_SERVICE_TOKEN`;
     /// - `ABI_ROLLOUT_ID`, `ABI_ROLLOUT_MODULES` (comma-separated);
-    /// - `ABI_HEALTH_PORT`, `ABI_HEALTH_HOST` (default `0.0.0.0`).
+    /// - `ABI_HEALTH_PORT`, `ABI_HEALTH_HOST` (default `0.0.0.0`);
+    /// - `ABI_SHUTDOWN_GRACE_SECS`: the shutdown budget in whole seconds
+    ///   (default 8, at least 1).
     ///
     /// # Errors
     ///
@@ -313,6 +325,19 @@ impl Config {
             discovery.fill_rollout(env);
             discovery.validate()?;
             config.discovery = Some(discovery);
+        }
+        if let Some(grace) = get("ABI_SHUTDOWN_GRACE_SECS") {
+            config.shutdown_grace = grace
+                .parse::<u64>()
+                .ok()
+                .filter(|secs| *secs > 0)
+                .map(Duration::from_secs)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        ConfigErrorKind::InvalidTimeout,
+                        "ABI_SHUTDOWN_GRACE_SECS must be a whole number of seconds, at least 1",
+                    )
+                })?;
         }
         if let Some(port) = get("ABI_HEALTH_PORT") {
             let port: u16 = port.parse().map_err(|_| {
@@ -360,6 +385,21 @@ impl Config {
     #[must_use]
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
+        self
+    }
+
+    /// The shutdown budget (default [`DEFAULT_SHUTDOWN_GRACE`], 8 s; env
+    /// `ABI_SHUTDOWN_GRACE_SECS`): from a stop request to the runner's
+    /// return. Work in flight gets it first (also bounded by the drain
+    /// timeout), then one draining renewal, the unregistration and the
+    /// last NATS flush share what is left, each capped at 2 s; a step
+    /// without time left, or without a NATS connection, is skipped and the
+    /// lease expires on its own. Keep it under the orchestrator's grace
+    /// period (Docker's `stop_grace_period`, Kubernetes'
+    /// `terminationGracePeriodSeconds`). A zero budget is raised to 1 ms.
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace.max(Duration::from_millis(1));
         self
     }
 
@@ -432,6 +472,20 @@ mod tests {
         assert_eq!(discovery.health_summary_interval, Duration::from_secs(300));
         assert_eq!(config.health, Some("0.0.0.0:0".parse().unwrap()));
         assert!(config.token.is_some());
+        assert_eq!(config.shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
+    }
+
+    #[test]
+    fn the_shutdown_budget_comes_from_the_environment_in_whole_seconds() {
+        let grace = |value: &str| {
+            Config::from_lookup("m", &lookup(&[("ABI_SHUTDOWN_GRACE_SECS", value)]))
+                .map(|c| c.shutdown_grace)
+                .map_err(|e| e.kind())
+        };
+        assert_eq!(grace("25"), Ok(Duration::from_secs(25)));
+        for bad in ["0", "-1", "2.5", "soon"] {
+            assert_eq!(grace(bad), Err(ConfigErrorKind::InvalidTimeout), "{bad}");
+        }
     }
 
     #[test]

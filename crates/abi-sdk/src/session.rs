@@ -34,6 +34,12 @@ use crate::status::Status;
 /// The lease assumed before the service grants one (the reference's default).
 const INITIAL_LEASE: Duration = Duration::from_secs(20);
 
+/// The first pause before registering again while nobody serves discovery.
+const FIRST_REGISTER_RETRY: Duration = Duration::from_millis(100);
+/// The longest pause between those attempts: short, so a module starts
+/// within about 2 s of discovery starting.
+const MAX_REGISTER_RETRY: Duration = Duration::from_secs(2);
+
 /// How often the lease health summary is logged by default.
 pub const DEFAULT_HEALTH_SUMMARY_INTERVAL: Duration = Duration::from_secs(300);
 
@@ -185,8 +191,81 @@ impl Session {
         rollout: Rollout,
         instance_id: String,
     ) -> Result<Self, SessionError> {
+        let shared = Self::shared(client, descriptor, rollout, instance_id);
+        {
+            let _exchange = shared.exchange.lock().await;
+            shared.register().await.map_err(register_error)?;
+        }
+        Ok(Self::started(shared))
+    }
+
+    /// Registers like [`Session::start`], but while nobody serves discovery
+    /// ("no responders": the service is not up yet, or restarting) tries
+    /// again with backoff (100 ms doubling to 2 s) until `wait` has passed,
+    /// logging once that it waits. Any other failure ends it at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`Session::start`]; after `wait`, the last "no responders" failure
+    /// (or `TimedOut` when an attempt was still running at the deadline).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Session::start`].
+    pub(crate) async fn start_when_served(
+        client: DiscoveryClient,
+        descriptor: pb::ModuleDescriptor,
+        rollout: Rollout,
+        wait: Duration,
+    ) -> Result<Self, SessionError> {
+        let deadline = Instant::now() + wait;
+        let shared = Self::shared(client, descriptor, rollout, ids::uuid4());
+        let mut delay = FIRST_REGISTER_RETRY;
+        let mut last: Option<CallError> = None;
+        loop {
+            let attempt = {
+                let _exchange = shared.exchange.lock().await;
+                tokio::time::timeout_at(deadline, shared.register()).await
+            };
+            match attempt {
+                Ok(Ok(_)) => break,
+                Ok(Err(err))
+                    if err.kind() == CallErrorKind::NoResponders
+                        && Instant::now() + delay < deadline =>
+                {
+                    if last.is_none() {
+                        info!(
+                            module_id = %shared.descriptor.module_id,
+                            wait_secs = wait.as_secs_f64(),
+                            "discovery does not serve this project yet; waiting for it"
+                        );
+                    }
+                    last = Some(err);
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(MAX_REGISTER_RETRY);
+                }
+                Ok(Err(err)) => return Err(register_error(err)),
+                Err(_) => {
+                    let last = last.map(|e| format!("; last: {e}")).unwrap_or_default();
+                    return Err(SessionError::new(
+                        SessionErrorKind::TimedOut,
+                        format!("discovery did not register this instance within {wait:?}{last}"),
+                    ));
+                }
+            }
+        }
+        Ok(Self::started(shared))
+    }
+
+    /// The state of a session not registered yet.
+    fn shared(
+        client: DiscoveryClient,
+        descriptor: pb::ModuleDescriptor,
+        rollout: Rollout,
+        instance_id: String,
+    ) -> Arc<Shared> {
         let (status_tx, _) = watch::channel(Status::Starting);
-        let shared = Arc::new(Shared {
+        Arc::new(Shared {
             client,
             descriptor,
             rollout,
@@ -203,25 +282,17 @@ impl Session {
             exchange: tokio::sync::Mutex::new(()),
             drain_requested: CancellationToken::new(),
             status_tx,
-        });
-        {
-            let _exchange = shared.exchange.lock().await;
-            shared.register().await.map_err(|e| {
-                let kind = if e.kind() == CallErrorKind::TimedOut {
-                    SessionErrorKind::TimedOut
-                } else {
-                    SessionErrorKind::Register
-                };
-                SessionError::new(kind, format!("could not register with discovery: {e}"))
-                    .with_source(e)
-            })?;
-        }
+        })
+    }
+
+    /// Starts renewing the lease `shared` just registered.
+    fn started(shared: Arc<Shared>) -> Self {
         info!(instance_id = %shared.instance_id, module_id = %shared.descriptor.module_id, "registered with discovery");
         let heartbeat = tokio::spawn(heartbeat(shared.clone()));
-        Ok(Self {
+        Self {
             handle: SessionHandle { shared },
             heartbeat: Some(heartbeat),
-        })
+        }
     }
 
     /// A handle sharing this session's state.
@@ -251,7 +322,43 @@ impl Session {
     }
 
     /// Stops renewing and unregisters, best effort: on failure the lease expires.
-    pub async fn close(mut self) {
+    pub async fn close(self) {
+        self.close_within(None).await;
+    }
+
+    /// Stops renewing, then unregisters, best effort, giving up after
+    /// `limit` (`None`: the call's own deadline). Logs what happened; a
+    /// lease left behind expires on its own.
+    pub(crate) async fn close_within(mut self, limit: Option<Duration>) {
+        let request = self.stop_renewing().await;
+        let shared = &self.handle.shared;
+        let call = shared.client.call(&request);
+        let outcome = match limit {
+            Some(limit) => tokio::time::timeout(limit, call).await,
+            None => Ok(call.await),
+        };
+        match outcome {
+            Ok(Ok(_)) => info!(instance_id = %shared.instance_id, "unregistered from discovery"),
+            Ok(Err(err)) => {
+                warn!(instance_id = %shared.instance_id, error = %err, "unregister failed; the lease will expire")
+            }
+            Err(_) => {
+                warn!(instance_id = %shared.instance_id, timeout = ?limit, "unregister timed out; the lease will expire")
+            }
+        }
+    }
+
+    /// Stops renewing without unregistering (nothing could carry the
+    /// request, or no time is left): the lease expires on its own. `why`
+    /// goes to the log.
+    pub(crate) async fn abandon(mut self, why: &'static str) {
+        self.stop_renewing().await;
+        warn!(instance_id = %self.handle.shared.instance_id, reason = why, "unregister skipped; the lease will expire");
+    }
+
+    /// Ends the renewals, marks the instance STOPPED and returns the
+    /// request that unregisters it.
+    async fn stop_renewing(&mut self) -> pb::UnregisterRequest {
         if let Some(task) = self.heartbeat.take() {
             task.abort();
             let _ = task.await;
@@ -265,18 +372,22 @@ impl Session {
         };
         log_status_change(&shared.instance_id, change, Status::Stopped);
         shared.status_tx.send_replace(Status::Stopped);
-        let request = pb::UnregisterRequest {
+        pb::UnregisterRequest {
             instance_id: shared.instance_id.clone(),
             lease_token,
             ..Default::default()
-        };
-        match shared.client.call(&request).await {
-            Ok(_) => info!(instance_id = %shared.instance_id, "unregistered from discovery"),
-            Err(err) => {
-                warn!(instance_id = %shared.instance_id, error = %err, "unregister failed; the lease will expire")
-            }
         }
     }
+}
+
+/// A failed registration as a session error.
+fn register_error(err: CallError) -> SessionError {
+    let kind = if err.kind() == CallErrorKind::TimedOut {
+        SessionErrorKind::TimedOut
+    } else {
+        SessionErrorKind::Register
+    };
+    SessionError::new(kind, format!("could not register with discovery: {err}")).with_source(err)
 }
 
 impl Drop for Session {

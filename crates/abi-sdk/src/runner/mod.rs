@@ -6,13 +6,23 @@
 //!   -> on_initialized -> start hosts (job hosts: prepare only in a rollout)
 //!   -> report initialized -> health probe -> run
 //! stop (SIGTERM/SIGINT, or discovery says DRAINING):
-//!   report draining -> drain hosts + wait for work guards (drain timeout)
-//!   -> close hosts -> on_unloaded -> unregister
+//!   report draining, meanwhile drain hosts + wait for work guards
+//!   -> close hosts -> on_unloaded -> unregister -> flush NATS
 //! ```
 //!
 //! A draining instance stays registered (DRAINING) until it unregisters as
 //! the very last step, so others see it leave only once its work is done.
+//!
+//! A stop fits the shutdown budget ([`Config::shutdown_grace`], default 8 s,
+//! under Docker's 10 s): work in flight gets it first, the discovery calls
+//! and the flush share what is left, and a call that needs NATS is skipped
+//! at once while the client is not connected (it could only wait for a
+//! reconnect). Whatever is skipped, the lease expires on its own.
+//!
+//! At startup, a module that finds nobody serving discovery yet ("no
+//! responders") waits for it within the startup timeout instead of failing.
 
+mod budget;
 mod gate;
 mod module;
 
@@ -20,6 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -36,6 +47,7 @@ use crate::session::{Rollout, Session, SessionError};
 use crate::shutdown;
 use crate::transport::Link;
 use crate::watch::{RegistryWatch, WatchOptions};
+use budget::Budget;
 
 /// The inbox prefix module connections use, as the reference's modules do
 /// (the broker may forbid modules the default `_INBOX.>`).
@@ -416,12 +428,27 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
     let mut session: Option<Session> = None;
     let mut health: Option<HealthServer> = None;
     let mut reported_draining = false;
+    // Set when a stop request arrives; otherwise when cleaning up.
+    let mut budget: Option<Budget> = None;
+    // Whether a call over NATS can get anywhere now. Without a connection
+    // the client queues requests until it reconnects, so they could only
+    // run into their deadline.
+    let online = || {
+        !lost.is_cancelled()
+            && nats
+                .as_ref()
+                .is_none_or(|n| n.connection_state() == async_nats::connection::State::Connected)
+    };
 
     let outcome: Result<(), RunError> = async {
         // Startup. A stop request between steps ends the module cleanly.
         module.on_load(&cx).await.map_err(hook_error(RunErrorKind::Load))?;
         if let (Some(client), Some(d)) = (&client, &discovery) {
-            let started = until(&stop, Session::start(client.clone(), spec.descriptor.clone(), rollout.clone())).await;
+            let started = until(
+                &stop,
+                Session::start_when_served(client.clone(), spec.descriptor.clone(), rollout.clone(), d.startup_timeout),
+            )
+            .await;
             let Some(started) = started else { return Ok(()) };
             let started = started.map_err(|e| RunError::new(RunErrorKind::Register, e.message().to_owned()).with_source(e))?;
             started.set_health_summary_interval(d.health_summary_interval);
@@ -532,34 +559,46 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
             Ended::Stop => {
                 // New work is refused from here on.
                 stop.cancel();
-                if let Some(session) = &session {
-                    session.set_draining();
-                    reported_draining = true;
-                    match session.renew().await {
-                        Ok(status) => info!(status = %status, "module draining"),
-                        Err(err) => warn!(error = %err, "could not report draining"),
+                let budget = *budget.insert(Budget::start(config.shutdown_grace));
+                info!(grace = ?config.shutdown_grace, "module stopping");
+                let report = async {
+                    if let Some(session) = &session {
+                        session.set_draining();
+                        report_draining(session, &budget, online()).await;
                     }
-                }
+                };
+                reported_draining = session.is_some();
+                let work_until = budget.work_deadline(config.drain_timeout);
                 let drain = async {
+                    let left = work_until.saturating_duration_since(Instant::now());
                     let waits = hosts.iter().chain(job_hosts).map(|h| async move {
-                        if let Err(err) = h.drain(config.drain_timeout).await {
+                        if let Err(err) = h.drain(left).await {
                             warn!(host = h.name(), error = %err, "host drain failed");
                         }
                     });
-                    join_all(waits).await;
-                    if tokio::time::timeout(config.drain_timeout, cx.work_done()).await.is_err() {
-                        warn!(timeout = ?config.drain_timeout, "work still running at the drain timeout");
+                    let all = async {
+                        join_all(waits).await;
+                        cx.work_done().await;
+                    };
+                    if tokio::time::timeout_at(work_until, all).await.is_err() {
+                        warn!(
+                            waited = ?budget.elapsed(),
+                            "work still running at the end of its share of the shutdown budget"
+                        );
                     }
                 };
-                tokio::pin!(drain);
+                let both = async {
+                    tokio::join!(report, drain);
+                };
+                tokio::pin!(both);
                 // `run` keeps going while work drains: it may be doing some of it.
                 tokio::select! {
-                    () = &mut drain => {}
+                    () = &mut both => {}
                     result = &mut run => {
                         if let Err(err) = result {
                             warn!(error = %err, "run failed while draining");
                         }
-                        drain.await;
+                        both.await;
                     }
                 }
                 Ok(())
@@ -568,45 +607,75 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
     }
     .await;
 
-    // Cleanup, whatever happened above.
+    // Cleanup, whatever happened above, within the shutdown budget.
     stop.cancel();
+    let budget = budget.unwrap_or_else(|| Budget::start(config.shutdown_grace));
     if let Some(server) = health.take() {
-        server.close().await;
-    }
-    // Without NATS every call below could only time out: skip them (the
-    // lease then expires on its own).
-    let connected = !lost.is_cancelled();
-    if let Some(session) = &session
-        && !reported_draining
-        && connected
-    {
-        session.set_draining();
-        if let Err(err) = session.renew().await {
-            warn!(error = %err, "could not report draining");
+        let limit = budget.step().unwrap_or_default();
+        if tokio::time::timeout(limit, server.close()).await.is_err() {
+            warn!("health probe still closing; leaving it");
         }
     }
-    for host in job_hosts.iter().chain(hosts) {
-        host.close().await;
-    }
-    let unloaded = module
-        .on_unloaded(&cx)
-        .await
-        .map_err(hook_error(RunErrorKind::Unloaded));
-    if let Some(session) = session.take()
-        && connected
+    if let Some(session) = &session
+        && !reported_draining
     {
-        session.close().await;
+        session.set_draining();
+        report_draining(session, &budget, online()).await;
+    }
+    // The module's own hooks: normally quick, bounded by the whole budget.
+    let hooks = async {
+        for host in job_hosts.iter().chain(hosts) {
+            host.close().await;
+        }
+        module
+            .on_unloaded(&cx)
+            .await
+            .map_err(hook_error(RunErrorKind::Unloaded))
+    };
+    let unloaded = match tokio::time::timeout_at(budget.deadline(), hooks).await {
+        Ok(unloaded) => unloaded,
+        Err(_) => {
+            warn!("hosts closing or on_unloaded still running at the end of the shutdown budget");
+            Ok(())
+        }
+    };
+    if let Some(session) = session.take() {
+        match (online(), budget.step()) {
+            (_, None) => session.abandon("the shutdown budget is spent").await,
+            (false, _) => session.abandon("no NATS connection").await,
+            (true, Some(limit)) => session.close_within(Some(limit)).await,
+        }
     }
     drop(watch);
-    if let Some(nats) = &nats
-        && connected
-        && tokio::time::timeout(config.request_timeout, nats.flush())
-            .await
-            .is_err()
-    {
-        warn!("NATS flush timed out at exit");
+    if let Some(nats) = &nats {
+        match (online(), budget.step()) {
+            (_, None) => warn!("NATS flush skipped: the shutdown budget is spent"),
+            (false, _) => warn!("NATS flush skipped: no connection"),
+            (true, Some(limit)) => match tokio::time::timeout(limit, nats.flush()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => warn!(error = %err, "NATS flush failed at exit"),
+                Err(_) => warn!(timeout = ?limit, "NATS flush timed out at exit"),
+            },
+        }
     }
+    info!(elapsed = ?budget.elapsed(), grace = ?config.shutdown_grace, "shutdown finished");
     outcome.and(unloaded)
+}
+
+/// Reports the instance draining with one renewal, within a step of
+/// `budget`; skipped when `online` is false or nothing is left. Logs the
+/// outcome; a failure changes nothing else (the renewals in the background
+/// report draining too, and the lease expires if nothing gets through).
+async fn report_draining(session: &Session, budget: &Budget, online: bool) {
+    match (online, budget.step()) {
+        (_, None) => warn!("draining not reported: the shutdown budget is spent"),
+        (false, _) => warn!("draining not reported: no NATS connection"),
+        (true, Some(limit)) => match tokio::time::timeout(limit, session.renew()).await {
+            Ok(Ok(status)) => info!(status = %status, "module draining"),
+            Ok(Err(err)) => warn!(error = %err, "could not report draining"),
+            Err(_) => warn!(timeout = ?limit, "could not report draining in time"),
+        },
+    }
 }
 
 fn host_error<'a>(host: &'a dyn Host, step: &'a str) -> impl FnOnce(BoxError) -> RunError + 'a {
