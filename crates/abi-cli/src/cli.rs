@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-/// The broker when `NATS_URL` is unset (the SDK's and the service's default).
-pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+pub use abi_wire::DEFAULT_NATS_URL;
+use abi_wire::ServerList;
 /// The project when `ABI_PROJECT` is unset (the reference's default).
 pub const DEFAULT_PROJECT: &str = "default";
 /// The identity tokens assert when signed with the project secret: the
@@ -38,9 +38,9 @@ pub struct Cli {
 /// Options every subcommand takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// NATS server URL.
+    /// NATS server URL, or a cluster's comma-separated seed list.
     #[arg(long, global = true, env = "NATS_URL", default_value = DEFAULT_NATS_URL)]
-    pub nats_url: String,
+    pub nats_url: ServerList,
     /// Discovery project (namespaces subjects and the KV bucket).
     #[arg(long, global = true, env = "ABI_PROJECT", default_value = DEFAULT_PROJECT)]
     pub project: String,

@@ -25,7 +25,7 @@ pub async fn nats(global: &Global) -> Result<async_nats::Client, Failure> {
             "start nats-server or set NATS_URL",
         )
     };
-    match tokio::time::timeout(timeout, options.connect(global.nats_url.as_str())).await {
+    match tokio::time::timeout(timeout, options.connect(global.nats_url.urls())).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(err)) => Err(unreachable(err.to_string())),
         Err(_) => Err(unreachable("timed out".into())),

@@ -8,12 +8,12 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use abi_wire::ServerList;
 use clap::Parser;
 
 use crate::subjects::Project;
 
-/// The broker a local development stack runs (the reference's default).
-pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+pub use abi_wire::DEFAULT_NATS_URL;
 /// The reference's default project, so an unconfigured owner and SDK meet.
 pub const DEFAULT_PROJECT: &str = "default";
 /// The reference's lease: long enough to ride out a GC pause or a broker hiccup,
@@ -141,11 +141,18 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
 }
 
+/// The URL setting as safe to show: credentials redacted when it parses,
+/// hidden entirely when it does not (it may hold a password in a shape we
+/// cannot take apart).
+fn redacted_url(value: &str) -> String {
+    ServerList::parse(value).map_or_else(|_| "<unparsable>".to_owned(), |list| list.to_string())
+}
+
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let redact = |s: &Option<String>| s.as_ref().map(|_| "<redacted>");
         f.debug_struct("Config")
-            .field("nats_url", &self.nats_url)
+            .field("nats_url", &redacted_url(&self.nats_url))
             .field("project", &self.project)
             .field("jwt_secret", &redact(&self.jwt_secret))
             .field("jwt_secret_file", &self.jwt_secret_file)
@@ -235,8 +242,8 @@ pub struct NatsTls {
 /// A configuration that passed [`Config::validate`]: typed values only.
 #[derive(Debug, Clone)]
 pub struct Valid {
-    /// Broker URL(s), comma-separated.
-    pub nats_url: String,
+    /// The broker's URL, or a cluster's seed list.
+    pub nats_url: ServerList,
     /// The project.
     pub project: Project,
     /// The project JWT secret.
@@ -336,41 +343,42 @@ impl Config {
                 errors.push(ConfigError::new(setting, "must be at least 1 second"));
             }
         }
-        if self.nats_url.trim().is_empty() {
-            errors.push(ConfigError::new("NATS_URL", "must not be empty"));
-        }
+        let nats_url = ServerList::parse(&self.nats_url)
+            .map_err(|e| errors.push(ConfigError::new("NATS_URL", e.to_string())))
+            .ok();
         let nats_auth = self.nats_auth(&mut errors);
         let nats_tls = self.nats_tls(&mut errors);
 
         match (
-            project,
-            secret,
+            (nats_url, project, secret),
             kv_replicas,
             queue_capacity,
             max_batch,
             max_concurrent,
         ) {
-            (Some(project), Some(secret), Some(kv), Some(queue), Some(batch), Some(conc))
-                if errors.is_empty() =>
-            {
-                Ok(Valid {
-                    nats_url: self.nats_url.trim().to_owned(),
-                    project,
-                    secret,
-                    lease_seconds: self.lease_seconds,
-                    admin_identities,
-                    kv_replicas: kv,
-                    nats_auth,
-                    nats_tls,
-                    connect_timeout: Duration::from_secs(self.connect_timeout_secs),
-                    store_timeout: Duration::from_secs(self.store_timeout_secs),
-                    shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
-                    queue_capacity: queue,
-                    max_batch: batch,
-                    max_concurrent_requests: conc,
-                    metrics_addr: self.metrics_addr,
-                })
-            }
+            (
+                (Some(nats_url), Some(project), Some(secret)),
+                Some(kv),
+                Some(queue),
+                Some(batch),
+                Some(conc),
+            ) if errors.is_empty() => Ok(Valid {
+                nats_url,
+                project,
+                secret,
+                lease_seconds: self.lease_seconds,
+                admin_identities,
+                kv_replicas: kv,
+                nats_auth,
+                nats_tls,
+                connect_timeout: Duration::from_secs(self.connect_timeout_secs),
+                store_timeout: Duration::from_secs(self.store_timeout_secs),
+                shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+                queue_capacity: queue,
+                max_batch: batch,
+                max_concurrent_requests: conc,
+                metrics_addr: self.metrics_addr,
+            }),
             _ => Err(errors),
         }
     }
@@ -508,11 +516,50 @@ fn positive(
 }
 
 /// Reads a secret from a file, without its trailing line break.
+///
+/// When the file is there but this process may not read it (a private file
+/// bind-mounted into a container keeps its host owner and mode), the error
+/// says which uid and gid the process runs as, who owns the file with which
+/// mode, and the ways to make them match.
 fn read_secret_file(path: &std::path::Path) -> Result<String, String> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(text.trim_end_matches(['\r', '\n']).to_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(
+            "cannot read {}: {e}; {}",
+            path.display(),
+            unreadable_secret_hint(path)
+        )),
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
+}
+
+/// Who this process is against who owns `path`, and the ways to match them.
+#[cfg(unix)]
+fn unreadable_secret_hint(path: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    // The kernel gives /proc/self the process's effective uid and gid.
+    let me = std::fs::metadata("/proc/self").map(|m| (m.uid(), m.gid()));
+    let file = std::fs::metadata(path).map(|m| (m.uid(), m.gid(), m.mode() & 0o7777));
+    match (me, file) {
+        (Ok((uid, gid)), Ok((owner, group, mode))) => format!(
+            "this process runs as uid {uid} gid {gid}; the file belongs to uid {owner} gid \
+             {group} with mode {mode:04o}. Run the service as the file's owner (compose: \
+             `user: \"{owner}:{group}\"`, which docker-compose.yml takes from ABI_UID and \
+             ABI_GID in .env), or give the file to uid {uid} (`chown {uid}`, mode 0400), \
+             or to group {gid} with mode 0640 (`chgrp {gid}`)"
+        ),
+        (Ok((uid, gid)), Err(_)) => format!(
+            "this process runs as uid {uid} gid {gid} and cannot even see the file: make \
+             every directory on the way searchable and the file readable by it"
+        ),
+        (Err(_), _) => "make the file readable by the user this process runs as".to_owned(),
+    }
+}
+
+/// Who this process is against who owns `path`, and the ways to match them.
+#[cfg(not(unix))]
+fn unreadable_secret_hint(_path: &std::path::Path) -> String {
+    "make the file readable by the user this process runs as".to_owned()
 }
 
 #[cfg(test)]

@@ -226,8 +226,8 @@ async fn connect(cfg: &Valid) -> anyhow::Result<Client> {
         .require_tls(cfg.nats_tls.required)
         .name(micro::SERVICE_NAME)
         .connection_timeout(cfg.connect_timeout);
-    let shown = redact_url(&cfg.nats_url);
-    match tokio::time::timeout(cfg.connect_timeout, options.connect(cfg.nats_url.as_str())).await {
+    let shown = &cfg.nats_url;
+    match tokio::time::timeout(cfg.connect_timeout, options.connect(cfg.nats_url.urls())).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(error)) => {
             Err(error).with_context(|| format!("could not connect to NATS at {shown}"))
@@ -236,34 +236,5 @@ async fn connect(cfg: &Valid) -> anyhow::Result<Client> {
             "could not connect to NATS at {shown}: no answer within {:?}",
             cfg.connect_timeout
         ),
-    }
-}
-
-/// The URL(s) without any `user:password@` part, for messages.
-fn redact_url(urls: &str) -> String {
-    urls.split(',')
-        .map(|url| match (url.find("://"), url.rfind('@')) {
-            (Some(scheme), Some(at)) if at > scheme => {
-                format!("{}://<redacted>@{}", &url[..scheme], &url[at + 1..])
-            }
-            (None, Some(at)) => format!("<redacted>@{}", &url[at + 1..]),
-            _ => url.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn urls_lose_their_credentials() {
-        assert_eq!(redact_url("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
-        assert_eq!(
-            redact_url("nats://u:p@h:1,tls://tok@h2:2"),
-            "nats://<redacted>@h:1,tls://<redacted>@h2:2"
-        );
-        assert_eq!(redact_url("u:p@h"), "<redacted>@h");
     }
 }

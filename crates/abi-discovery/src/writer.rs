@@ -44,6 +44,24 @@ use crate::store::{CasError, SnapshotStore, StoreError};
 /// reference's five).
 pub const MAX_ATTEMPTS: usize = 5;
 
+/// Upper bound of the random pause after the first conflict of a batch; it
+/// doubles with each further conflict (so at most 150 ms over a batch's five
+/// attempts).
+///
+/// On a replicated bucket the write that beat ours may still be in flight
+/// when we learn of it (nats-server's 10164): re-reading at once returns the
+/// old snapshot, and two owners retrying in lockstep can conflict five times
+/// in a row, especially while a restarted node catches up and replication
+/// slows. A short random pause lets the winner's write land and the two
+/// owners fall out of step.
+pub const CONFLICT_PAUSE: Duration = Duration::from_millis(10);
+
+/// The random pause after conflict number `attempt` (from 1) of a batch.
+fn conflict_pause(attempt: usize) -> Duration {
+    let ceiling = CONFLICT_PAUSE.saturating_mul(1 << attempt.saturating_sub(1).min(8));
+    ceiling.mul_f64(rand::random::<f64>())
+}
+
 /// The message of `REGISTRY_BUSY`, as the reference words it.
 pub const BUSY_MESSAGE: &str = "Concurrent registry updates; retry control operation";
 
@@ -248,6 +266,9 @@ impl Writer {
                 Ok(answers) => return answers,
                 Err(AttemptError::Conflict) => {
                     Counters::bump(&self.counters.conflicts);
+                    if attempt < MAX_ATTEMPTS {
+                        tokio::time::sleep(conflict_pause(attempt)).await;
+                    }
                 }
                 Err(AttemptError::Stale) => {}
                 Err(AttemptError::Store(error)) => {

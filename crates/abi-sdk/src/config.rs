@@ -5,6 +5,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use abi_wire::ServerList;
+
 use crate::error::{Error, kind_display};
 use crate::token::TokenSource;
 
@@ -16,8 +18,7 @@ pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
 /// How long a draining module waits for work already started (the reference's 300 s).
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
-/// The NATS server when `NATS_URL` is unset (the reference runner's default).
-pub const DEFAULT_NATS_URL: &str = "nats://127.0.0.1:4222";
+pub use abi_wire::DEFAULT_NATS_URL;
 /// Reconnect attempts before a lost NATS connection counts as gone for good
 /// and stops the module (the reference's client gives up after 60 too), so
 /// its supervisor can start a fresh process instead of one serving nothing.
@@ -50,6 +51,8 @@ pub enum ConfigErrorKind {
     InvalidHealth,
     /// Discovery is on but neither a module key nor a service token is set.
     MissingToken,
+    /// `NATS_URL` is not a URL or a comma-separated list of NATS URLs.
+    InvalidNatsUrl,
     /// The module declares dependencies but runs without discovery.
     DependenciesWithoutDiscovery,
 }
@@ -62,6 +65,7 @@ kind_display!(ConfigErrorKind {
     RolloutModulesWithoutId => "rollout modules require a rollout id",
     InvalidHealth => "invalid health probe address",
     MissingToken => "no service token",
+    InvalidNatsUrl => "invalid NATS server list",
     DependenciesWithoutDiscovery => "module dependencies require discovery",
 });
 
@@ -267,7 +271,11 @@ impl Default for Config {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
-            .field("nats_url", &self.nats_url)
+            .field(
+                "nats_url",
+                &ServerList::parse(&self.nats_url)
+                    .map_or_else(|e| e.to_string(), |l| l.to_string()),
+            )
             .field("token", &self.token)
             .field("request_timeout", &self.request_timeout)
             .field("drain_timeout", &self.drain_timeout)
@@ -313,6 +321,8 @@ impl Config {
         };
         let mut config = Config::default();
         if let Some(url) = get("NATS_URL") {
+            ServerList::parse(&url)
+                .map_err(|e| ConfigError::new(ConfigErrorKind::InvalidNatsUrl, e.to_string()))?;
             config.nats_url = url;
         }
         config.token = match (get("ABI_MODULE_KEY"), get("ABI_SERVICE_TOKEN")) {
@@ -360,7 +370,9 @@ impl Config {
         Ok(config)
     }
 
-    /// The NATS server (default `nats://127.0.0.1:4222`, env `NATS_URL`).
+    /// The NATS server, or a cluster's comma-separated seed list (default
+    /// `nats://127.0.0.1:4222`, env `NATS_URL`). A malformed list fails the
+    /// run with [`RunErrorKind::Connect`](crate::RunErrorKind::Connect).
     #[must_use]
     pub fn nats_url(mut self, url: impl Into<String>) -> Self {
         self.nats_url = url.into();

@@ -69,6 +69,8 @@ use async_nats::jetstream::{self as js};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
+use super::attempts::{Deadline, retry};
+use super::jetstream_codes::{self, Refusal};
 use super::{CasError, Snapshot, SnapshotStore, StoreError};
 
 /// The key holding the snapshot.
@@ -230,14 +232,18 @@ impl JetStreamStore {
     /// configuration when the last decision is older than [`MODE_REFRESH`].
     /// A stream created anew since (or one whose sequence went back) makes
     /// the store forget the revisions it saw.
-    async fn direct(&self) -> Result<bool, StoreError> {
+    async fn direct(&self, deadline: &Deadline) -> Result<bool, StoreError> {
         let mode = *self.seen.mode();
         if mode.decided.elapsed() < MODE_REFRESH {
             return Ok(mode.direct);
         }
-        let info = deadline("revision", self.timeout, self.stream.get_info())
-            .await?
-            .map_err(|e| StoreError::backend("revision", e))?;
+        let info = retry(deadline, || async {
+            self.stream
+                .get_info()
+                .await
+                .map_err(|e| StoreError::backend("revision", e))
+        })
+        .await?;
         let direct = direct_checks(&info.config);
         if direct != mode.direct {
             tracing::info!(direct, "registry change checks switched");
@@ -260,49 +266,90 @@ impl JetStreamStore {
     /// a moment after this call started), by a direct get when `direct`.
     async fn next_after(
         &self,
+        deadline: &Deadline,
         direct: bool,
         revision: u64,
     ) -> Result<Option<Snapshot>, StoreError> {
         let from = revision.saturating_add(1);
-        let message = if direct {
-            let get = self
-                .stream
-                .direct_get_next_for_subject(self.subject.as_str(), Some(from));
-            match deadline("revision", self.timeout, get).await? {
-                Ok(message) => message,
-                Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(StoreError::backend("revision", e)),
-            }
-        } else {
-            let get = self
-                .stream
-                .get_first_raw_message_by_subject(&self.subject, from);
-            match deadline("revision", self.timeout, get).await? {
-                Ok(message) => message,
-                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => return Ok(None),
-                Err(e) => return Err(StoreError::backend("revision", e)),
-            }
-        };
-        Ok(Some(Snapshot {
-            bytes: message.payload,
-            revision: message.sequence,
-        }))
+        retry(deadline, || async {
+            let message = if direct {
+                match self
+                    .stream
+                    .direct_get_next_for_subject(self.subject.as_str(), Some(from))
+                    .await
+                {
+                    Ok(message) => message,
+                    Err(e) if e.kind() == DirectGetErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(StoreError::backend("revision", e)),
+                }
+            } else {
+                match self
+                    .stream
+                    .get_first_raw_message_by_subject(&self.subject, from)
+                    .await
+                {
+                    Ok(message) => message,
+                    Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => return Ok(None),
+                    Err(e) => return Err(StoreError::backend("revision", e)),
+                }
+            };
+            Ok(Some(Snapshot {
+                bytes: message.payload,
+                revision: message.sequence,
+            }))
+        })
+        .await
     }
 
     /// The latest value and revision from the stream leader.
-    async fn read_leader(&self) -> Result<Snapshot, StoreError> {
-        let last = self.stream.get_last_raw_message_by_subject(&self.subject);
-        match deadline("read", self.timeout, last).await? {
-            // A delete marker reads as an empty registry at its revision,
-            // as in the reference.
-            Ok(message) => Ok(Snapshot {
-                bytes: message.payload,
-                revision: message.sequence,
-            }),
-            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
-                Ok(Snapshot::default())
+    async fn read_leader(&self, deadline: &Deadline) -> Result<Snapshot, StoreError> {
+        retry(deadline, || async {
+            match self
+                .stream
+                .get_last_raw_message_by_subject(&self.subject)
+                .await
+            {
+                // A delete marker reads as an empty registry at its revision,
+                // as in the reference.
+                Ok(message) => Ok(Snapshot {
+                    bytes: message.payload,
+                    revision: message.sequence,
+                }),
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
+                    Ok(Snapshot::default())
+                }
+                Err(e) => Err(StoreError::backend("read", e)),
             }
-            Err(e) => Err(StoreError::backend("read", e)),
+        })
+        .await
+    }
+
+    /// Whether `bytes`, sent as a compare-and-swap from `revision` by an
+    /// attempt whose answer was lost, was stored: `Ok(Some(revision))` when
+    /// it was, `Ok(None)` when it provably was not (someone else's write
+    /// came first), an error when the store can no longer tell.
+    ///
+    /// Our write could only be stored as the first write to the key after
+    /// `revision`. The bucket holds only the snapshot key, so that write has
+    /// sequence `revision + 1` and is still there unless a later write
+    /// replaced it (history 1); then the answer is lost with it.
+    async fn settle(
+        &self,
+        deadline: &Deadline,
+        bytes: &Bytes,
+        revision: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        let first = self.next_after(deadline, false, revision).await?;
+        match first {
+            Some(found) if found.bytes == *bytes => Ok(Some(found.revision)),
+            Some(found) if found.revision == revision.saturating_add(1) => Ok(None),
+            // Nothing after `revision`: the key was deleted or purged; ours
+            // is not there either.
+            None => Ok(None),
+            Some(_) => Err(StoreError::backend(
+                "compare_and_swap",
+                "the outcome of a write whose answer was lost can no longer be told",
+            )),
         }
     }
 }
@@ -313,11 +360,15 @@ impl SnapshotStore for JetStreamStore {
             // A snapshot a change check found only needs proof that nothing
             // newer came since (a delete marker reads as an empty registry,
             // as in the reference).
-            let direct = self.direct().await?;
+            let deadline = Deadline::after("read", self.timeout);
+            let direct = self.direct(&deadline).await?;
             let found = self.seen.found().clone();
             if let Some(mut candidate) = found {
                 for _ in 0..MAX_HOPS {
-                    match self.next_after(direct, candidate.revision).await? {
+                    match self
+                        .next_after(&deadline, direct, candidate.revision)
+                        .await?
+                    {
                         None => {
                             self.seen.saw(candidate.revision);
                             return Ok(candidate);
@@ -326,7 +377,7 @@ impl SnapshotStore for JetStreamStore {
                     }
                 }
             }
-            let snapshot = self.read_leader().await?;
+            let snapshot = self.read_leader(&deadline).await?;
             self.seen.saw(snapshot.revision);
             Ok(snapshot)
         })
@@ -338,14 +389,52 @@ impl SnapshotStore for JetStreamStore {
         revision: u64,
     ) -> BoxFuture<'_, Result<u64, CasError>> {
         Box::pin(async move {
-            let update = self.kv.update(KEY, bytes, revision);
-            match deadline("compare_and_swap", self.timeout, update).await? {
-                Ok(new_revision) => {
-                    self.seen.saw(new_revision);
-                    Ok(new_revision)
+            let deadline = Deadline::after("compare_and_swap", self.timeout);
+            // Whether an earlier attempt may have been stored although its
+            // answer never came (a lost ack, a leader that failed after
+            // storing it). Every attempt sends the same bytes with the same
+            // expected revision, so at most one of them is stored.
+            let mut unsure = false;
+            let mut attempt = 1;
+            loop {
+                let last_error = match deadline
+                    .attempt(self.kv.update(KEY, bytes.clone(), revision))
+                    .await
+                {
+                    Some(Ok(new_revision)) => {
+                        self.seen.saw(new_revision);
+                        return Ok(new_revision);
+                    }
+                    Some(Err(e)) => {
+                        match jetstream_codes::code_in(&e).map(jetstream_codes::refusal) {
+                            Some(Refusal::Conflict) if unsure => {
+                                return match self.settle(&deadline, &bytes, revision).await? {
+                                    Some(new_revision) => {
+                                        self.seen.saw(new_revision);
+                                        Ok(new_revision)
+                                    }
+                                    None => Err(CasError::Conflict),
+                                };
+                            }
+                            Some(Refusal::Conflict) => return Err(CasError::Conflict),
+                            // The server refused it: nothing was stored.
+                            Some(Refusal::TryAgain | Refusal::Other) => {}
+                            // No answer from the server (a timeout, a broken
+                            // connection): the write may have been stored.
+                            None => unsure |= e.kind() != UpdateErrorKind::InvalidKey,
+                        }
+                        StoreError::backend("compare_and_swap", e)
+                    }
+                    None => {
+                        unsure = true;
+                        deadline.timed_out()
+                    }
+                };
+                if !deadline.pause(attempt).await {
+                    return Err(CasError::Store(last_error));
                 }
-                Err(e) if e.kind() == UpdateErrorKind::WrongLastRevision => Err(CasError::Conflict),
-                Err(e) => Err(CasError::Store(StoreError::backend("compare_and_swap", e))),
+                tracing::debug!(attempt, error = %last_error, "registry write retried");
+                attempt += 1;
             }
         })
     }
@@ -357,9 +446,10 @@ impl SnapshotStore for JetStreamStore {
     fn revision(&self) -> BoxFuture<'_, Result<u64, StoreError>> {
         Box::pin(async move {
             // Mode first: it may forget the revisions of a re-created bucket.
-            let direct = self.direct().await?;
+            let deadline = Deadline::after("revision", self.timeout);
+            let direct = self.direct(&deadline).await?;
             let known = self.seen.revision.load(Ordering::Acquire);
-            match self.next_after(direct, known).await? {
+            match self.next_after(&deadline, direct, known).await? {
                 None => Ok(known),
                 Some(newer) => {
                     let revision = newer.revision;

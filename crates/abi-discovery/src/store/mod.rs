@@ -12,9 +12,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
+pub(crate) mod attempts;
 pub(crate) mod cache;
 pub(crate) mod coalesce;
 pub mod jetstream;
+pub(crate) mod jetstream_codes;
 pub mod memory;
 
 /// The stored value and the revision it was read at.

@@ -145,8 +145,11 @@ pub struct Rpc {
 }
 
 impl Rpc {
+    /// Connects to `url`, one URL or a comma-separated seed list.
     pub async fn connect(url: &str, project: &str) -> Self {
-        let client = async_nats::connect(url).await.unwrap();
+        let client = async_nats::connect(url.split(',').collect::<Vec<_>>())
+            .await
+            .unwrap();
         Self {
             client,
             project: Project::new(project).unwrap(),
