@@ -345,21 +345,18 @@ async fn connect(
         .custom_inbox_prefix(MODULE_INBOX_PREFIX)
         .connection_timeout(config.request_timeout)
         .request_timeout(Some(config.request_timeout));
-    match tokio::time::timeout(
-        config.request_timeout,
-        options.connect(config.nats_url.as_str()),
-    )
-    .await
-    {
+    let servers = abi_wire::ServerList::parse(&config.nats_url)
+        .map_err(|e| RunError::new(RunErrorKind::Connect, e.to_string()))?;
+    match tokio::time::timeout(config.request_timeout, options.connect(servers.urls())).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(err)) => Err(RunError::new(
             RunErrorKind::Connect,
-            format!("cannot connect to {}", config.nats_url),
+            format!("cannot connect to {servers}"),
         )
         .with_source(err)),
         Err(_) => Err(RunError::new(
             RunErrorKind::TimedOut,
-            format!("no NATS connection to {} in time", config.nats_url),
+            format!("no NATS connection to {servers} in time"),
         )),
     }
 }
