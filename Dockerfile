@@ -5,7 +5,8 @@
 # --- builder: the whole workspace, release mode ------------------------------
 FROM rust:1.95-slim-bookworm AS builder
 WORKDIR /src
-# Only what the build reads (BuildKit then sends only these paths).
+# Only what the build reads. .dockerignore keeps target/, .venv, .git and the
+# secrets out of the context a builder without BuildKit sends.
 COPY Cargo.toml Cargo.lock ./
 COPY proto proto
 COPY crates crates
@@ -19,12 +20,16 @@ RUN cargo build --release --locked -p abi-discovery -p abi-cli -p abi-examples \
 
 # --- runtime: slim, non-root --------------------------------------------------
 FROM debian:bookworm-slim
-# curl answers the compose healthchecks on the modules' /ready probe.
+# curl answers the compose healthchecks on the modules' /ready probe; abictl
+# (below) answers abi-discovery's.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin abi
+ && groupadd --system --gid 10001 abi \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin abi
 COPY --from=builder /out/ /usr/local/bin/
+# User and group abi (10001:10001). A secret file bind-mounted from the host
+# keeps its host owner and mode: see the top of docker-compose.yml.
 USER 10001:10001
 ENV NATS_URL=nats://nats:4222 \
     ABI_LOG=info

@@ -182,3 +182,207 @@ fn docs_config_lists_every_service_setting() {
         );
     }
 }
+
+fn duration_secs(value: &Value) -> u64 {
+    let text = value.as_str().unwrap();
+    text.strip_suffix('s')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not a duration in seconds: {text}"))
+}
+
+#[test]
+fn start_order_is_health_gated_and_stops_fit_the_grace_period() {
+    let compose = compose();
+    let services = compose["services"].as_mapping().unwrap();
+
+    // Discovery is healthy once it answers a lookup: abictl, from the image,
+    // with the settings abictl reads present in the service's environment.
+    let discovery = &compose["services"]["abi-discovery"];
+    let test: Vec<&str> = discovery["healthcheck"]["test"]
+        .as_sequence()
+        .expect("abi-discovery has a healthcheck")
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(test[..2], ["CMD", "abictl"], "{test:?}");
+    let dockerfile = workspace_file("Dockerfile");
+    assert!(dockerfile.contains("target/release/abictl"));
+    // Every flag of the check is one abictl takes (clap refuses unknown ones
+    // before it prints the help).
+    let checked = std::process::Command::new(env!("CARGO_BIN_EXE_abictl"))
+        .args(&test[2..])
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "abictl {:?}: {}",
+        &test[2..],
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    for key in ["NATS_URL", "ABI_PROJECT", "ABI_JWT_SECRET_FILE"] {
+        assert!(
+            discovery["environment"][key].is_string(),
+            "abictl needs {key}"
+        );
+    }
+
+    // Every dependency a service waits for is gated on health, and has a
+    // healthcheck to be gated on.
+    for (name, service) in services {
+        let Some(deps) = service["depends_on"].as_mapping() else {
+            continue;
+        };
+        for (dep, how) in deps {
+            assert_eq!(
+                how["condition"], "service_healthy",
+                "{name:?} waits for {dep:?} without its health"
+            );
+            assert!(
+                compose["services"][dep.as_str().unwrap()]["healthcheck"]["test"].is_sequence(),
+                "{dep:?} has no healthcheck"
+            );
+        }
+    }
+    for module in ["provider", "consumer"] {
+        let service = &compose["services"][module];
+        assert_eq!(
+            service["depends_on"]["abi-discovery"]["condition"], "service_healthy",
+            "{module}"
+        );
+        // The module's shutdown budget ends before compose sends SIGKILL.
+        let budget: u64 = service["environment"]["ABI_SHUTDOWN_GRACE_SECS"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let grace = duration_secs(&service["stop_grace_period"]);
+        assert!(
+            budget < grace,
+            "{module}: {budget} s budget, {grace} s grace"
+        );
+    }
+}
+
+/// The setup commands at the top of docker-compose.yml, as written.
+fn header_setup() -> String {
+    let file = workspace_file("docker-compose.yml");
+    let lines: Vec<&str> = file
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .skip_while(|l| !l.starts_with("# Once"))
+        .skip_while(|l| !l.starts_with("#   "))
+        .take_while(|l| l.starts_with("#   "))
+        .collect();
+    assert!(!lines.is_empty(), "no setup commands in the header");
+    lines
+        .iter()
+        .map(|l| l.strip_prefix("# ").unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_header_setup_writes_a_private_secret_and_the_env_file_compose_reads() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let abictl = Path::new(env!("CARGO_BIN_EXE_abictl"));
+    let path = format!(
+        "{}:{}",
+        abictl.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let setup = header_setup();
+    let ran = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&setup)
+        .current_dir(dir.path())
+        .env("PATH", path)
+        // A new shell: nothing of the project's exported.
+        .env_remove("ABI_JWT_SECRET_FILE")
+        .env_remove("ABI_JWT_SECRET")
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "{setup}\n{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+
+    let secret_file = dir.path().join(".abi-jwt-secret");
+    let secret = std::fs::read_to_string(&secret_file).unwrap();
+    assert_eq!(secret.len(), 64, "32 random bytes in hex");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&secret_file), 0o600, "the secret stays private");
+    let env_file = dir.path().join(".env");
+    assert_eq!(mode(&env_file), 0o600, "the module keys stay private");
+
+    // .env holds a value for every variable the compose file interpolates,
+    // so `docker compose down/logs/ps` work in a shell without exports.
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    let values: std::collections::BTreeMap<&str, &str> =
+        env.lines().filter_map(|l| l.split_once('=')).collect();
+    let compose = workspace_file("docker-compose.yml");
+    let body: String = compose
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut interpolated = BTreeSet::new();
+    for piece in body.split("${").skip(1) {
+        let name: String = piece
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        interpolated.insert(name);
+    }
+    assert!(!interpolated.is_empty());
+    for name in &interpolated {
+        let value = values.get(name.as_str()).copied().unwrap_or_default();
+        assert!(!value.is_empty(), ".env gives no value for {name}: {env}");
+    }
+    // The keys are the ones abictl derives from this secret.
+    for (module, var) in [
+        ("demo-provider", "DEMO_PROVIDER_KEY"),
+        ("demo-consumer", "DEMO_CONSUMER_KEY"),
+    ] {
+        assert_eq!(
+            values[var],
+            abi_auth::module_key(secret.trim(), module).unwrap(),
+            "{var}"
+        );
+    }
+}
+
+#[test]
+fn secrets_stay_out_of_git_and_out_of_the_build_context() {
+    let compose = compose();
+    let secret = compose["secrets"]["abi_jwt_secret"]["file"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("./");
+    let gitignore = workspace_file(".gitignore");
+    let dockerignore = workspace_file(".dockerignore");
+    for name in [secret, ".env"] {
+        let rule = format!("/{name}");
+        assert!(
+            gitignore.lines().any(|l| l == rule),
+            ".gitignore lacks {rule}"
+        );
+        assert!(
+            dockerignore.lines().any(|l| l == rule),
+            ".dockerignore lacks {rule}"
+        );
+    }
+    for heavy in ["/target", "/.venv", "/.git"] {
+        assert!(
+            dockerignore.lines().any(|l| l == heavy),
+            ".dockerignore lacks {heavy}"
+        );
+    }
+    // The image's user has a group of the same id.
+    let dockerfile = workspace_file("Dockerfile");
+    assert!(dockerfile.contains("groupadd --system --gid 10001"));
+    assert!(dockerfile.contains("--uid 10001 --gid 10001"));
+}
