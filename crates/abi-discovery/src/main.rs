@@ -1,5 +1,6 @@
 //! The `abi-discovery` binary: parse the config, start tracing, run.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use abi_discovery::config::Config;
@@ -25,9 +26,14 @@ async fn main() -> ExitCode {
     let filter = EnvFilter::try_from_env("ABI_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only on a terminal (`NO_COLOR` turns them off there too):
+    // `docker logs` and log files get plain text.
+    let ansi = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .init();
     let root = match shutdown::on_signals() {
         Ok(root) => root,

@@ -37,6 +37,11 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: `docker logs` and files get plain text.
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         .init();
     let version = std::env::var("ABI_ROLLOUT_ID").unwrap_or_else(|_| "1.0.0".into());
     let spec = ModuleSpec::new(MODULE_ID)
