@@ -245,12 +245,15 @@ fn start_order_is_health_gated_and_stops_fit_the_grace_period() {
         }
     }
     for module in ["provider", "consumer"] {
-        let service = &compose["services"][module];
         assert_eq!(
-            service["depends_on"]["abi-discovery"]["condition"], "service_healthy",
+            compose["services"][module]["depends_on"]["abi-discovery"]["condition"],
+            "service_healthy",
             "{module}"
         );
-        // The module's shutdown budget ends before compose sends SIGKILL.
+    }
+    for module in ["abi-discovery", "provider", "consumer"] {
+        let service = &compose["services"][module];
+        // The shutdown budget ends before compose sends SIGKILL.
         let budget: u64 = service["environment"]["ABI_SHUTDOWN_GRACE_SECS"]
             .as_str()
             .unwrap()
