@@ -394,13 +394,15 @@ impl Config {
     }
 
     /// How long draining waits for work already started (default 300 s).
+    /// The shutdown budget bounds the wait too (see
+    /// [`Config::shutdown_grace`]): raise both for long work.
     #[must_use]
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
         self
     }
 
-    /// The shutdown budget (default [`DEFAULT_SHUTDOWN_GRACE`], 8 s; env
+    /// The shutdown budget (default 8 s, `DEFAULT_SHUTDOWN_GRACE`; env
     /// `ABI_SHUTDOWN_GRACE_SECS`): from a stop request to the runner's
     /// return. Work in flight gets it first (also bounded by the drain
     /// timeout), then one draining renewal, the unregistration and the
