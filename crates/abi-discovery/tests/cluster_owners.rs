@@ -21,7 +21,7 @@ use abi_discovery::store::{CasError, SnapshotStore};
 use abi_discovery::subjects::{Operation, Project};
 use abi_proto::common::v1::CallError;
 use abi_proto::discovery::v1 as pb;
-use abi_test_support::{NatsCluster, unique_name, wait_until};
+use abi_test_support::{NatsCluster, unique_name, wait_for_stream_leader, wait_until};
 use async_nats::HeaderMap;
 use bytes::Bytes;
 use edges_common::binary::OwnerProcess;
@@ -37,17 +37,6 @@ async fn connect_list(urls: &[String]) -> async_nats::Client {
         .connect(urls)
         .await
         .unwrap()
-}
-
-/// The stream's leader, asked with a short deadline (`None` while electing).
-async fn stream_leader(client: &async_nats::Client, stream: &str) -> Option<String> {
-    let context = async_nats::jetstream::new(client.clone());
-    let info = tokio::time::timeout(Duration::from_millis(500), async {
-        context.get_stream(stream).await.ok()?.get_info().await.ok()
-    })
-    .await
-    .ok()??;
-    info.cluster.and_then(|c| c.leader)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,11 +270,11 @@ async fn two_owners_ride_out_a_stream_leader_loss_under_load() {
 
     // Before any fault: a few seconds of ordinary racing between two owners.
     load_moves_on(&log, 1500).await;
-    let leader = wait_for_leader(&observer, &stream, None).await;
+    let leader = wait_for_stream_leader(&observer, &stream, None, SETTLE).await;
     let leader_index = cluster.node_index(&leader).unwrap();
     let fault = Instant::now();
     cluster.stop_node(leader_index);
-    let new_leader = wait_for_leader(&observer, &stream, Some(&leader)).await;
+    let new_leader = wait_for_stream_leader(&observer, &stream, Some(&leader), SETTLE).await;
     let elected = Instant::now();
     load_moves_on(&log, 500).await;
     cluster.start_node(leader_index).await;
@@ -414,20 +403,4 @@ async fn two_owners_ride_out_a_stream_leader_loss_under_load() {
             );
         }
     }
-}
-
-/// Waits for a stream leader other than `not` and returns its name.
-async fn wait_for_leader(client: &async_nats::Client, stream: &str, not: Option<&str>) -> String {
-    let found = Mutex::new(None);
-    wait_until(SETTLE, || async {
-        let leader = stream_leader(client, stream)
-            .await
-            .filter(|leader| Some(leader.as_str()) != not);
-        let elected = leader.is_some();
-        *found.lock().unwrap() = leader;
-        elected
-    })
-    .await
-    .expect("a stream leader is elected");
-    found.into_inner().unwrap().unwrap()
 }

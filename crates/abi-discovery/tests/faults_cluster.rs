@@ -13,20 +13,9 @@ use std::time::Duration;
 use abi_discovery::discovery::DiscoveryConfig;
 use abi_discovery::store::SnapshotStore;
 use abi_discovery::store::jetstream::bucket_name;
-use abi_test_support::{NatsCluster, unique_name, wait_until};
+use abi_test_support::{NatsCluster, unique_name, wait_for_stream_leader, wait_until};
 use core_common::load::{Load, check};
 use core_common::*;
-
-/// The stream leader's server name, if one is elected (asked through `client`).
-async fn stream_leader(client: &async_nats::Client, stream: &str) -> Option<String> {
-    let context = async_nats::jetstream::new(client.clone());
-    let info = tokio::time::timeout(Duration::from_secs(5), async {
-        context.get_stream(stream).await.ok()?.get_info().await.ok()
-    })
-    .await
-    .ok()??;
-    info.cluster.and_then(|c| c.leader)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_leader_loss_under_load_loses_nothing_acknowledged() {
@@ -41,9 +30,7 @@ async fn stream_leader_loss_under_load_loses_nothing_acknowledged() {
     };
     let harness = Harness::start(store, cfg);
 
-    let leader = stream_leader(&client, &stream)
-        .await
-        .expect("a stream leader");
+    let leader = wait_for_stream_leader(&client, &stream, None, DEADLINE).await;
     let leader_index = cluster.node_index(&leader).expect("one of our nodes");
 
     let load = Load::start(&harness.discovery, 4);
@@ -56,7 +43,7 @@ async fn stream_leader_loss_under_load_loses_nothing_acknowledged() {
         .await
         .expect("the service writes again after re-election");
     let seen = load.finish().await;
-    let new_leader = elected(&client, &stream, Some(&leader)).await;
+    let new_leader = wait_for_stream_leader(&client, &stream, Some(&leader), DEADLINE).await;
     assert_ne!(new_leader, leader);
 
     let listed: BTreeSet<String> = listed(&harness.discovery).await.into_iter().collect();
@@ -90,22 +77,6 @@ async fn stream_leader_loss_under_load_loses_nothing_acknowledged() {
         harness.discovery.stats()
     );
     harness.stop().await;
-}
-
-/// Waits for a stream leader other than `not` and returns its name.
-async fn elected(client: &async_nats::Client, stream: &str, not: Option<&str>) -> String {
-    let found = std::sync::Mutex::new(None);
-    wait_until(DEADLINE, || async {
-        let leader = stream_leader(client, stream)
-            .await
-            .filter(|leader| Some(leader.as_str()) != not);
-        let elected = leader.is_some();
-        *found.lock().unwrap() = leader;
-        elected
-    })
-    .await
-    .expect("a stream leader is elected");
-    found.into_inner().unwrap().unwrap()
 }
 
 async fn listed_contains(harness: &Harness, id: &str) -> bool {

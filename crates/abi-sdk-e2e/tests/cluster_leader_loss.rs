@@ -13,7 +13,7 @@ use abi_proto::Message as _;
 use abi_proto::discovery::v1::{RegistryRecord, RegistryState};
 use abi_sdk::{DiscoveryClient, TokenSource};
 use abi_sdk_e2e::{DEADLINE, ModuleProc, SECRET, instance_of};
-use abi_test_support::{NatsCluster, unique_name, wait_until};
+use abi_test_support::{NatsCluster, unique_name, wait_for_stream_leader, wait_until};
 use clap::Parser as _;
 use tokio_util::sync::CancellationToken;
 
@@ -75,16 +75,6 @@ async fn record(
         })
 }
 
-async fn stream_leader(client: &async_nats::Client, stream: &str) -> Option<String> {
-    let context = async_nats::jetstream::new(client.clone());
-    let info = tokio::time::timeout(Duration::from_millis(500), async {
-        context.get_stream(stream).await.ok()?.get_info().await.ok()
-    })
-    .await
-    .ok()??;
-    info.cluster.and_then(|c| c.leader)
-}
-
 fn expires_at(record: &RegistryRecord) -> f64 {
     record.instance.as_ref().unwrap().expires_at
 }
@@ -138,16 +128,11 @@ async fn a_module_keeps_its_lease_through_a_stream_leader_loss() {
     assert!(ready.is_ok(), "the module never turned READY");
     let before = record(&observer, &project, &instance).await.unwrap();
 
-    let leader = wait_for(|| stream_leader(&observer, &stream)).await;
+    let leader = wait_for_stream_leader(&observer, &stream, None, DEADLINE).await;
     let leader_index = cluster.node_index(&leader).unwrap();
     let fault = std::time::Instant::now();
     cluster.stop_node(leader_index);
-    let new_leader = wait_for(|| async {
-        stream_leader(&observer, &stream)
-            .await
-            .filter(|l| *l != leader)
-    })
-    .await;
+    let new_leader = wait_for_stream_leader(&observer, &stream, Some(&leader), DEADLINE).await;
     let elected = fault.elapsed();
 
     // Renewals go on after the election: the stored lease moves past where

@@ -8,6 +8,7 @@
 //! - [`NatsCluster::start`]: an N-node JetStream cluster on loopback, ready
 //!   once every node is current with the meta leader; nodes can be stopped and
 //!   started again.
+//! - [`stream_leader`]: which node leads a stream (to kill it).
 //! - [`wait_until`]: poll an async condition until it holds or a deadline
 //!   passes (the replacement for "sleep a bit").
 //! - [`unique_name`]: a name no other test in this process (or a concurrent
@@ -38,11 +39,13 @@
 
 mod binary;
 mod cluster;
+mod leader;
 mod process;
 mod server;
 mod wait;
 
 pub use binary::nats_server_binary;
 pub use cluster::NatsCluster;
+pub use leader::{stream_leader, wait_for_stream_leader};
 pub use server::NatsServer;
 pub use wait::{WaitTimedOut, unique_name, wait_until};
