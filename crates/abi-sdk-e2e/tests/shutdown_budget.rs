@@ -123,3 +123,45 @@ async fn a_module_started_before_discovery_waits_for_it_and_registers() {
     assert!(module.wait().await.success(), "{:#?}", module.lines);
     world.wait_gone("early").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_discovery_asks_for_gives_work_the_drain_timeout_not_the_budget() {
+    // A 4 s lease: renewals every second, so the old generation hears of
+    // the new one quickly.
+    let world = World::start(4.0).await;
+    // Work far longer than a 1 s budget.
+    let mut old = world.spawn(
+        "generation",
+        &[
+            ("ABI_ROLLOUT_ID", "v1"),
+            ("E2E_WORK_MS", "6000"),
+            ("ABI_SHUTDOWN_GRACE_SECS", "1"),
+        ],
+    );
+    old.expect("work_started").await;
+    world.wait_status("generation", "READY").await;
+
+    // A newer generation serves: discovery tells the old one to drain. No
+    // orchestrator is waiting to kill it, so its work may take its time.
+    let mut new = world.spawn("generation", &[("ABI_ROLLOUT_ID", "v2")]);
+    new.expect("run").await;
+    old.expect("stopping").await;
+    assert!(!old.saw("work_finished"), "{:#?}", old.lines);
+    assert!(old.wait().await.success(), "{:#?}", old.lines);
+    assert!(
+        old.saw("work_finished"),
+        "the drain cut the work short: {:#?}",
+        old.lines
+    );
+
+    let took = stop_signal_only(&mut new).await;
+    assert!(took < Duration::from_secs(GRACE_SECS) + MARGIN);
+}
+
+/// SIGTERM, then the exit (status 0) and how long it took.
+async fn stop_signal_only(module: &mut ModuleProc) -> Duration {
+    let sent = Instant::now();
+    module.signal("TERM");
+    assert!(module.wait().await.success(), "{:#?}", module.lines);
+    sent.elapsed()
+}

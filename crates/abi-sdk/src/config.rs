@@ -411,6 +411,8 @@ impl Config {
     /// lease expires on its own. Keep it under the orchestrator's grace
     /// period (Docker's `stop_grace_period`, Kubernetes'
     /// `terminationGracePeriodSeconds`). A zero budget is raised to 1 ms.
+    /// A drain discovery asks for (a newer generation serves) is not bound
+    /// by it: its work gets the drain timeout, until a stop request comes.
     #[must_use]
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.shutdown_grace = grace.max(Duration::from_millis(1));

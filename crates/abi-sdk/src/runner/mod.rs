@@ -13,11 +13,13 @@
 //! A draining instance stays registered (DRAINING) until it unregisters as
 //! the very last step, so others see it leave only once its work is done.
 //!
-//! A stop fits the shutdown budget ([`Config::shutdown_grace`], default 8 s,
-//! under Docker's 10 s): work in flight gets it first, the discovery calls
-//! and the flush share what is left, and a call that needs NATS is skipped
-//! at once while the client is not connected (it could only wait for a
-//! reconnect). Whatever is skipped, the lease expires on its own.
+//! A stop request fits the shutdown budget ([`Config::shutdown_grace`],
+//! default 8 s, under Docker's 10 s): work in flight gets it first, the
+//! discovery calls and the flush share what is left, and a call that needs
+//! NATS is skipped at once while the client is not connected (it could only
+//! wait for a reconnect). Whatever is skipped, the lease expires on its own.
+//! A drain discovery asks for (a newer generation serves) has no such
+//! deadline: its work gets the drain timeout, until a stop request arrives.
 //!
 //! At startup, a module that finds nobody serving discovery yet ("no
 //! responders") waits for it within the startup timeout instead of failing.
@@ -300,7 +302,10 @@ struct Parts<'a> {
 /// How the serving phase ended.
 enum Ended {
     Run(Result<(), BoxError>),
+    /// A stop request: a signal or the caller's token.
     Stop,
+    /// Discovery answered DRAINING (a newer generation serves).
+    Drain,
     Session(SessionError),
     Gate(RunError),
     Lost,
@@ -395,12 +400,16 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         .iter()
         .map(|d| (d.module_id.clone(), d.contract_major))
         .collect();
+    // What the module sees as "stop taking work": cancelled by a stop
+    // request, and by the runner when it drains for discovery. `stop` itself
+    // stays a stop request only, so one arriving while draining is noticed.
+    let stopping = stop.child_token();
     let cx = Context::new(
         spec.module_id().to_owned(),
         nats.clone(),
         client.clone(),
         Modules::new(client.clone(), dependencies.clone()),
-        stop.clone(),
+        stopping.clone(),
     );
     let rollout = discovery
         .as_ref()
@@ -533,7 +542,7 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         let ended = tokio::select! {
             biased;
             () = stop.cancelled() => Ended::Stop,
-            () = drain_requested.cancelled() => Ended::Stop,
+            () = drain_requested.cancelled() => Ended::Drain,
             () = lost.cancelled() => Ended::Lost,
             result = &mut run => Ended::Run(result),
             err = session_failed(&mut session) => Ended::Session(err),
@@ -553,21 +562,34 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
                 RunErrorKind::Connect,
                 "the NATS connection closed for good",
             )),
-            Ended::Stop => {
+            Ended::Stop | Ended::Drain => {
                 // New work is refused from here on.
-                stop.cancel();
-                let budget = *budget.insert(Budget::start(config.shutdown_grace));
-                info!(grace = ?config.shutdown_grace, "module stopping");
+                stopping.cancel();
+                let drain_started = Instant::now();
+                // A stop request starts the shutdown budget. A drain discovery
+                // asked for has no deadline from outside: its work gets the
+                // drain timeout, until a stop request brings the budget in.
+                if matches!(ended, Ended::Stop) {
+                    budget = Some(Budget::start(config.shutdown_grace));
+                    info!(grace = ?config.shutdown_grace, "module stopping");
+                } else {
+                    info!(timeout = ?config.drain_timeout, "discovery asked this instance to drain");
+                }
+                let early = budget;
+                let report_limit = early.map_or(Some(budget::STEP_CAP), |b| b.step());
                 let report = async {
                     if let Some(session) = &session {
                         session.set_draining();
-                        report_draining(session, &budget, online()).await;
+                        report_draining(session, report_limit, online()).await;
                     }
                 };
                 reported_draining = session.is_some();
-                let work_until = budget.work_deadline(config.drain_timeout);
                 let drain = async {
-                    let left = work_until.saturating_duration_since(Instant::now());
+                    let first_until = match early {
+                        Some(b) => b.work_deadline(config.drain_timeout),
+                        None => drain_started + config.drain_timeout,
+                    };
+                    let left = first_until.saturating_duration_since(Instant::now());
                     let waits = hosts.iter().chain(job_hosts).map(|h| async move {
                         if let Err(err) = h.drain(left).await {
                             warn!(host = h.name(), error = %err, "host drain failed");
@@ -577,26 +599,40 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
                         join_all(waits).await;
                         cx.work_done().await;
                     };
-                    if tokio::time::timeout_at(work_until, all).await.is_err() {
-                        warn!(
-                            waited = ?budget.elapsed(),
-                            "work still running at the end of its share of the shutdown budget"
-                        );
+                    tokio::pin!(all);
+                    let late = tokio::select! {
+                        biased;
+                        () = &mut all => return None,
+                        () = tokio::time::sleep_until(first_until) => {
+                            warn!(waited = ?drain_started.elapsed(), "work still running at the end of its time to drain");
+                            return None;
+                        }
+                        () = stop.cancelled(), if early.is_none() => Budget::start(config.shutdown_grace),
+                    };
+                    info!(grace = ?config.shutdown_grace, "module stopping while it drains");
+                    let until = late.work_deadline(config.drain_timeout).min(first_until);
+                    if tokio::time::timeout_at(until, &mut all).await.is_err() {
+                        warn!(waited = ?drain_started.elapsed(), "work still running at the end of its share of the shutdown budget");
                     }
+                    Some(late)
                 };
                 let both = async {
-                    tokio::join!(report, drain);
+                    let ((), late) = tokio::join!(report, drain);
+                    late
                 };
                 tokio::pin!(both);
                 // `run` keeps going while work drains: it may be doing some of it.
-                tokio::select! {
-                    () = &mut both => {}
+                let late = tokio::select! {
+                    late = &mut both => late,
                     result = &mut run => {
                         if let Err(err) = result {
                             warn!(error = %err, "run failed while draining");
                         }
-                        both.await;
+                        both.await
                     }
+                };
+                if late.is_some() {
+                    budget = late;
                 }
                 Ok(())
             }
@@ -605,7 +641,7 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
     .await;
 
     // Cleanup, whatever happened above, within the shutdown budget.
-    stop.cancel();
+    stopping.cancel();
     let budget = budget.unwrap_or_else(|| Budget::start(config.shutdown_grace));
     if let Some(server) = health.take() {
         let limit = budget.step().unwrap_or_default();
@@ -617,7 +653,7 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
         && !reported_draining
     {
         session.set_draining();
-        report_draining(session, &budget, online()).await;
+        report_draining(session, budget.step(), online()).await;
     }
     // The module's own hooks: normally quick, bounded by the whole budget.
     let hooks = async {
@@ -659,12 +695,12 @@ async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(),
     outcome.and(unloaded)
 }
 
-/// Reports the instance draining with one renewal, within a step of
-/// `budget`; skipped when `online` is false or nothing is left. Logs the
-/// outcome; a failure changes nothing else (the renewals in the background
-/// report draining too, and the lease expires if nothing gets through).
-async fn report_draining(session: &Session, budget: &Budget, online: bool) {
-    match (online, budget.step()) {
+/// Reports the instance draining with one renewal within `limit`; skipped
+/// when `online` is false or no time is left (`None`). Logs the outcome; a
+/// failure changes nothing else (the renewals in the background report
+/// draining too, and the lease expires if nothing gets through).
+async fn report_draining(session: &Session, limit: Option<Duration>, online: bool) {
+    match (online, limit) {
         (_, None) => warn!("draining not reported: the shutdown budget is spent"),
         (false, _) => warn!("draining not reported: no NATS connection"),
         (true, Some(limit)) => match tokio::time::timeout(limit, session.renew()).await {
