@@ -2,6 +2,9 @@
 //! 3-node JetStream cluster: every process that takes a NATS URL is given the
 //! three node URLs, the node it is connected to (read from that node's
 //! `/connz`) is killed with SIGKILL, and it carries on through another node.
+//! The nodes do not advertise each other to clients (`--no_advertise`), so
+//! the list is the only way a process learns of another node: given the
+//! killed node's URL alone, each failover test below fails.
 //!
 //! - the `abi-discovery` binary (bucket with 3 replicas) answers again, and a
 //!   module registers through it, after its node died;
@@ -246,8 +249,8 @@ async fn a_malformed_list_is_refused_with_a_clear_message() {
     assert!(!module.wait().await.success());
 }
 
-/// A 3-node cluster and the `abi-discovery` binary, given all three URLs,
-/// serving a fresh project.
+/// A 3-node cluster whose nodes do not advertise each other to clients, and
+/// the `abi-discovery` binary, given all three URLs, serving a fresh project.
 struct Stack {
     /// First, so the service is killed before the cluster.
     discovery: Discovery,
@@ -257,7 +260,7 @@ struct Stack {
 
 impl Stack {
     async fn start() -> Self {
-        let cluster = NatsCluster::start(3).await;
+        let cluster = NatsCluster::start_unadvertised(3).await;
         let project = unique_name("seed");
         let seed_list = cluster.urls().join(",");
         let discovery = Discovery::spawn(&[

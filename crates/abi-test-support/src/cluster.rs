@@ -41,6 +41,28 @@ impl NatsCluster {
     ///
     /// Dropping the future kills the processes being started.
     pub async fn start(size: usize) -> Self {
+        Self::start_with_args(size, &[]).await
+    }
+
+    /// As [`start`](Self::start), but the nodes do not tell clients about
+    /// each other (`--no_advertise`): a client knows only the servers it was
+    /// given, so it fails over to another node only when its seed list names
+    /// one. Tests of seed lists use this; with advertising on, a client given
+    /// one URL learns the others from the first node it reaches.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`start`](Self::start).
+    pub async fn start_unadvertised(size: usize) -> Self {
+        Self::start_with_args(size, &["--no_advertise=true"]).await
+    }
+
+    /// Starts `size` nodes with `node_args` added to each node's command line.
+    async fn start_with_args(size: usize, node_args: &[&str]) -> Self {
         assert!(size > 0, "a cluster needs at least one node");
         let bin = nats_server_binary();
         let mut failures = Vec::new();
@@ -67,6 +89,7 @@ impl NatsCluster {
                     if !routes.is_empty() {
                         args.extend(["--routes".into(), routes.into()]);
                     }
+                    args.extend(node_args.iter().map(OsString::from));
                     Process::new(bin.clone(), ports[3 * i], ports[3 * i + 1], args)
                 })
                 .collect();
