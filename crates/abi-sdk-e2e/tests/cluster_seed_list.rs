@@ -16,9 +16,10 @@
 //! - a malformed list is refused with a clear message: exit 2 from
 //!   `abi-discovery` and `abictl`, `InvalidNatsUrl` from the SDK's config.
 //!
-//! The binaries come from this workspace's target directory; the first test
-//! to need them runs `cargo build` for `abi-discovery` and `abi-cli` (a no-op
-//! when `cargo test --workspace --all-targets` built them already).
+//! The binaries come from this workspace's target directory; when they are
+//! missing or older than the sources (a `cargo test -p abi-sdk-e2e` run), the
+//! first test to need them runs `cargo build` for `abi-discovery` and
+//! `abi-cli`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -519,9 +520,14 @@ fn send_signal(pid: u32, signal: &str) {
 }
 
 /// The directory of this workspace's binaries (`<target>/<profile>`, where
-/// the test module is), after building `abi-discovery` and `abictl` there
-/// once per test run: `cargo test -p abi-sdk-e2e` builds only this package's
-/// binaries, and an older build of the others would test old code.
+/// the test module is), with `abi-discovery` and `abictl` in it.
+///
+/// `cargo test --workspace --all-targets` (CI) builds them before any test
+/// runs, and they are used as they are: building them again with other
+/// features would cost minutes. A narrower run (`cargo test -p abi-sdk-e2e`)
+/// builds only this package's binaries, so they are built here when missing
+/// or older than a source file of the workspace (an old build would test old
+/// code).
 fn binaries() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -530,34 +536,76 @@ fn binaries() -> PathBuf {
             .expect("binary directory")
             .to_path_buf();
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let mut build =
-            std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        build.current_dir(workspace).args([
-            "build",
-            "--quiet",
-            "-p",
-            "abi-discovery",
-            "-p",
-            "abi-cli",
-            "--bins",
-        ]);
-        match dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => {}
-            Some("release") => {
-                build.arg("--release");
+        let bins = ["abi-discovery", "abictl"];
+        let built = bins
+            .iter()
+            .map(|bin| modified(&dir.join(bin)))
+            .min()
+            .flatten();
+        let sources = ["crates", "vendor", "proto"]
+            .iter()
+            .filter_map(|d| newest_source(&workspace.join(d)))
+            .chain(modified(&workspace.join("Cargo.lock")))
+            .max();
+        if built.is_none_or(|built| sources.is_some_and(|s| s > built)) {
+            let mut build = std::process::Command::new(
+                std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
+            );
+            build.current_dir(&workspace).args([
+                "build",
+                "--quiet",
+                "-p",
+                "abi-discovery",
+                "-p",
+                "abi-cli",
+                "--bins",
+            ]);
+            match dir.file_name().and_then(|n| n.to_str()) {
+                Some("debug") | None => {}
+                Some("release") => {
+                    build.arg("--release");
+                }
+                Some(profile) => {
+                    build.args(["--profile", profile]);
+                }
             }
-            Some(profile) => {
-                build.args(["--profile", profile]);
-            }
+            let status = build.status().expect("run cargo build");
+            assert!(status.success(), "building abi-discovery and abictl failed");
         }
-        let status = build.status().expect("run cargo build");
-        assert!(status.success(), "building abi-discovery and abictl failed");
-        for bin in ["abi-discovery", "abictl"] {
+        for bin in bins {
             assert!(dir.join(bin).exists(), "{bin} missing in {}", dir.display());
         }
         dir
     })
     .clone()
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// The latest change to a `.rs`, `.toml` or `.proto` file under `dir`
+/// (skipping `target` directories).
+fn newest_source(dir: &Path) -> Option<SystemTime> {
+    let mut newest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "target") {
+                continue;
+            }
+            newest_source(&path)
+        } else if path
+            .extension()
+            .is_some_and(|e| e == "rs" || e == "toml" || e == "proto")
+        {
+            modified(&path)
+        } else {
+            None
+        };
+        newest = newest.max(time);
+    }
+    newest
 }
 
 /// `(instance id, status)` of `module_id`'s live instances (none on error).
