@@ -26,8 +26,8 @@ use std::time::{Duration, SystemTime};
 pub use error::{AuthError, InvalidToken};
 pub use keys::{is_first_party, module_key};
 
-/// The NATS header carrying the caller's service token (case-sensitive on the wire).
-pub const AUTH_HEADER: &str = "Nats-Auth-Token";
+/// The NATS header carrying the caller's token.
+pub use abi_wire::AUTH_HEADER;
 
 /// The `kid` header value of a token signed with a module key.
 pub const MODULE_KEY_ID: &str = "module";

@@ -122,7 +122,7 @@ async fn discovery(
     sizes: &mut BTreeMap<usize, usize>,
 ) {
     let name = column.name;
-    let subject = |op: &str| format!("abi.discovery.{project}.v1.{op}");
+    let subject = |op: &str| abi_wire::discovery::operation_named(project, op);
     let (register, renew, get) = (subject("register"), subject("renew"), subject("get_module"));
     let iters = args.iters();
     let mut live = 0;
@@ -194,10 +194,15 @@ async fn discovery(
 /// The size of the project's stored snapshot, if it can be read.
 async fn snapshot_size(js: &jetstream::Context, project: &str) -> Option<usize> {
     let store = js
-        .get_key_value(format!("ABI_DISCOVERY_{project}"))
+        .get_key_value(abi_wire::discovery::registry_bucket(project))
         .await
         .ok()?;
-    store.get("registry").await.ok().flatten().map(|b| b.len())
+    store
+        .get(abi_wire::discovery::REGISTRY_KEY)
+        .await
+        .ok()
+        .flatten()
+        .map(|b| b.len())
 }
 
 /// An echo responder on its own connection, called with each operation's
@@ -295,7 +300,11 @@ async fn raw_kv_cas(
         async move {
             let start = Instant::now();
             let next = store
-                .update("registry", value, revision.load(Ordering::Relaxed))
+                .update(
+                    abi_wire::discovery::REGISTRY_KEY,
+                    value,
+                    revision.load(Ordering::Relaxed),
+                )
                 .await?;
             let elapsed = start.elapsed();
             revision.store(next, Ordering::Relaxed);
@@ -317,7 +326,9 @@ async fn raw_kv_cas(
             args.iters()
         );
         revision.store(
-            store.put("registry", value.clone()).await?,
+            store
+                .put(abi_wire::discovery::REGISTRY_KEY, value.clone())
+                .await?,
             Ordering::Relaxed,
         );
         let samples = measure::sequential(name, args.iters(), |_| cas(&value)).await;

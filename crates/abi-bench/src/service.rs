@@ -71,7 +71,7 @@ pub async fn start_ours(
         .spawn()
         .with_context(|| format!("start {}", bin.display()))?;
     let pid = child.id().context("abi-discovery exited at once")?;
-    let subject = format!("abi.discovery.{project}.v1.get_module");
+    let subject = abi_wire::discovery::operation_named(project, "get_module");
     let start = Instant::now();
     loop {
         // Any reply that decodes means it serves (the module may not exist yet).

@@ -12,13 +12,8 @@ use serde_json::Value;
 use crate::cli::Global;
 use crate::error::Failure;
 
-/// The key holding the snapshot inside the bucket.
-pub const REGISTRY_KEY: &str = "registry";
-
-/// The KV bucket of `project`'s registry.
-pub fn bucket(project: &str) -> String {
-    format!("ABI_DISCOVERY_{project}")
-}
+pub use abi_wire::discovery::REGISTRY_KEY;
+pub use abi_wire::discovery::registry_bucket as bucket;
 
 /// A snapshot as stored.
 #[derive(Debug, Default)]

@@ -100,7 +100,10 @@ async fn dump_and_decode_show_the_snapshot_without_lease_hashes() {
     assert!(json["revision"].as_u64().unwrap() >= 3, "{json}");
     let raw = stack.raw_snapshot().await;
     assert_eq!(json["size_bytes"].as_u64().unwrap(), raw.len() as u64);
-    assert_eq!(json["bucket"], format!("ABI_DISCOVERY_{}", stack.project));
+    assert_eq!(
+        json["bucket"],
+        abi_wire::discovery::registry_bucket(&stack.project)
+    );
     let records = json["records"].as_array().unwrap();
     assert_eq!(records.len(), 2);
     assert!(!dump.stdout.contains("lease_hash"), "{}", dump.stdout);

@@ -47,7 +47,7 @@ use crate::subjects::Operation;
 pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The statuses the live-instance gauge reports (the registry's five).
-pub const STATUSES: [&str; 5] = ["STARTING", "STAGED", "DEGRADED", "READY", "DRAINING"];
+pub const STATUSES: [&str; 5] = abi_wire::status::ALL;
 
 /// A fixed-bucket histogram on atomics: observing is one search over the
 /// bounds and two relaxed adds.

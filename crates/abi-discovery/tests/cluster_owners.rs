@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use abi_discovery::store::jetstream::{JetStreamStore, JetStreamStoreConfig, bucket_name};
+use abi_discovery::store::jetstream::{JetStreamStore, JetStreamStoreConfig};
 use abi_discovery::store::{CasError, SnapshotStore};
 use abi_discovery::subjects::{Operation, Project};
 use abi_proto::common::v1::CallError;
@@ -242,7 +242,7 @@ async fn two_owners_ride_out_a_stream_leader_loss_under_load() {
     let mut cluster = NatsCluster::start(3).await;
     let urls = cluster.urls().join(",");
     let project = unique_name("ha");
-    let stream = format!("KV_{}", bucket_name(&project));
+    let stream = abi_wire::discovery::registry_stream(&project);
     let env = [("ABI_KV_REPLICAS", "3"), ("ABI_LEASE_SECONDS", "20")];
     let _owner_a = OwnerProcess::start(&urls, &project, &env).await;
     let _owner_b = OwnerProcess::start(&urls, &project, &env).await;

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use abi_discovery::discovery::DiscoveryConfig;
 use abi_discovery::store::SnapshotStore;
-use abi_discovery::store::jetstream::bucket_name;
 use abi_test_support::{NatsCluster, unique_name, wait_for_stream_leader, wait_until};
 use core_common::load::{Load, check};
 use core_common::*;
@@ -21,7 +20,7 @@ use core_common::*;
 async fn stream_leader_loss_under_load_loses_nothing_acknowledged() {
     let mut cluster = NatsCluster::start(3).await;
     let project = unique_name("cluster");
-    let stream = format!("KV_{}", bucket_name(&project));
+    let stream = abi_wire::discovery::registry_stream(&project);
     let client = connect(&cluster.urls()).await;
     let store = Arc::new(jetstream_store(&client, &project, 3).await);
     let cfg = DiscoveryConfig {

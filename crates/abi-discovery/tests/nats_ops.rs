@@ -496,7 +496,8 @@ async fn micro_service_discovery() {
     assert_eq!(info["type"], "io.nats.micro.v1.info_response");
     let endpoints = info["endpoints"].as_array().unwrap();
     assert_eq!(endpoints.len(), 9);
-    let queue = format!("abi.discovery.{}.owners", f.project);
+    let queue =
+        abi_wire::discovery::owners_queue(&abi_wire::discovery::Project::new(&f.project).unwrap());
     assert!(endpoints.iter().all(|e| e["queue_group"] == queue.as_str()));
 
     let stats = rpc

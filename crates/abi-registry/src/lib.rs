@@ -69,14 +69,9 @@ pub use lookup::{LookupSource, Prepared};
 pub use pb::RegistryState;
 pub use rules::{Rules, RulesError};
 
-/// Most live instances the registry holds.
-pub const MAX_INSTANCES: usize = 256;
-/// Largest encoded snapshot, in bytes.
-pub const MAX_SNAPSHOT_BYTES: usize = 512 * 1024;
-/// Default lease, in seconds (the reference's default).
-pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
-/// Identities allowed to evict when none are configured.
-pub const DEFAULT_ADMIN_IDENTITIES: [&str; 2] = ["api", "engine"];
+pub use abi_wire::discovery::{
+    DEFAULT_ADMIN_IDENTITIES, DEFAULT_LEASE_SECONDS, MAX_INSTANCES, MAX_SNAPSHOT_BYTES,
+};
 
 /// A change to the registry, as the service's writer receives it.
 // The variants hold the wire requests as they are (a fixed API); a mutation

@@ -12,16 +12,8 @@ use abi_proto::discovery::v1 as pb;
 use crate::record;
 use crate::rollout::{Serving, plan_rollouts};
 
-/// Computed statuses, as they travel in `Instance.status`.
-pub(crate) const STARTING: &str = "STARTING";
-/// Initialized, but another generation serves its module.
-pub(crate) const STAGED: &str = "STAGED";
-/// Serving, but some dependency has no READY instance.
-pub(crate) const DEGRADED: &str = "DEGRADED";
-/// Serving, and every dependency has a READY instance.
-pub(crate) const READY: &str = "READY";
-/// Replaced by another generation, or going away by itself.
-pub(crate) const DRAINING: &str = "DRAINING";
+// The computed statuses, as they travel in `Instance.status`.
+pub(crate) use abi_wire::status::{DEGRADED, DRAINING, READY, STAGED, STARTING};
 
 /// A module id at one contract major, borrowed: a node of the dependency graph.
 pub(crate) type NodeRef<'a> = (&'a str, u32);

@@ -307,10 +307,14 @@ pub async fn stored_records(world: &World) -> Vec<abi_sdk::pb::RegistryRecord> {
     let js = async_nats::jetstream::new(nats.clone());
     let read = async {
         let store = js
-            .get_key_value(format!("ABI_DISCOVERY_{}", world.project))
+            .get_key_value(abi_wire::discovery::registry_bucket(&world.project))
             .await
             .ok()?;
-        store.get("registry").await.ok().flatten()
+        store
+            .get(abi_wire::discovery::REGISTRY_KEY)
+            .await
+            .ok()
+            .flatten()
     };
     let bytes = tokio::time::timeout(DEADLINE, read.boxed())
         .await

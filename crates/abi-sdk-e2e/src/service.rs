@@ -148,7 +148,7 @@ impl Service {
         let nats = async_nats::connect(&self.url)
             .await
             .expect("probe connects");
-        let subject = format!("abi.discovery.{}.v1.list_modules", self.project);
+        let subject = abi_wire::discovery::operation_named(&self.project, "list_modules");
         let served = abi_test_support::wait_until(DEADLINE, || async {
             nats.request(subject.clone(), Vec::new().into())
                 .await

@@ -56,10 +56,10 @@ async fn record(
     let js = async_nats::jetstream::new(client.clone());
     let read = async {
         let kv = js
-            .get_key_value(format!("ABI_DISCOVERY_{project}"))
+            .get_key_value(abi_wire::discovery::registry_bucket(project))
             .await
             .ok()?;
-        kv.get("registry").await.ok()?
+        kv.get(abi_wire::discovery::REGISTRY_KEY).await.ok()?
     };
     let bytes = tokio::time::timeout(Duration::from_secs(2), read)
         .await
@@ -84,7 +84,7 @@ async fn a_module_keeps_its_lease_through_a_stream_leader_loss() {
     let mut cluster = NatsCluster::start(3).await;
     let urls = cluster.urls().join(",");
     let project = unique_name("leader");
-    let stream = format!("KV_ABI_DISCOVERY_{project}");
+    let stream = abi_wire::discovery::registry_stream(&project);
     let _owners = [start_owner(&urls, &project), start_owner(&urls, &project)];
     let observer = connect(&cluster.urls()).await;
     let admin_token = abi_auth::issue_service_token(

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use abi_wire::ErrorCode;
+
 /// The boxed error a module's own code returns from hooks and hosts.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -191,29 +193,7 @@ kind_display!(CallErrorKind {
 impl CallErrorKind {
     /// The kind for a wire code, [`CallErrorKind::Other`] when unknown.
     pub fn from_code(code: &str) -> Self {
-        match code {
-            "MODULE_NOT_FOUND" => Self::ModuleNotFound,
-            "INCOMPATIBLE_MODULE" => Self::IncompatibleModule,
-            "MODULE_UNAVAILABLE" => Self::ModuleUnavailable,
-            "AGENT_NOT_FOUND" => Self::AgentNotFound,
-            "MODEL_NOT_FOUND" => Self::ModelNotFound,
-            "JOB_NOT_FOUND" => Self::JobNotFound,
-            "APP_NOT_FOUND" => Self::AppNotFound,
-            "INSTANCE_NOT_FOUND" => Self::InstanceNotFound,
-            "LEASE_EXPIRED" => Self::LeaseExpired,
-            "UNAUTHENTICATED" => Self::Unauthenticated,
-            "PERMISSION_DENIED" => Self::PermissionDenied,
-            "INVALID_ARGUMENT" => Self::InvalidArgument,
-            "DESCRIPTOR_CONFLICT" => Self::DescriptorConflict,
-            "DEPENDENCY_CYCLE" => Self::DependencyCycle,
-            "REGISTRY_FULL" => Self::RegistryFull,
-            "REGISTRY_BUSY" => Self::RegistryBusy,
-            "UNAVAILABLE" => Self::Unavailable,
-            "INTERNAL" => Self::Internal,
-            "RESOURCE_EXHAUSTED" => Self::ResourceExhausted,
-            "PAYLOAD_TOO_LARGE" => Self::PayloadTooLarge,
-            _ => Self::Other,
-        }
+        ErrorCode::from_wire(code).map_or(Self::Other, Self::from)
     }
 
     /// Whether repeating the same call later may succeed.
@@ -231,6 +211,35 @@ impl CallErrorKind {
                 | Self::Transport
                 | Self::TimedOut
         )
+    }
+}
+
+impl From<ErrorCode> for CallErrorKind {
+    /// The kind of a wire code: every code has its own kind (the match is
+    /// exhaustive, so a code added to the contract must be given one).
+    fn from(code: ErrorCode) -> Self {
+        match code {
+            ErrorCode::ModuleNotFound => Self::ModuleNotFound,
+            ErrorCode::IncompatibleModule => Self::IncompatibleModule,
+            ErrorCode::ModuleUnavailable => Self::ModuleUnavailable,
+            ErrorCode::AgentNotFound => Self::AgentNotFound,
+            ErrorCode::ModelNotFound => Self::ModelNotFound,
+            ErrorCode::JobNotFound => Self::JobNotFound,
+            ErrorCode::AppNotFound => Self::AppNotFound,
+            ErrorCode::InstanceNotFound => Self::InstanceNotFound,
+            ErrorCode::LeaseExpired => Self::LeaseExpired,
+            ErrorCode::Unauthenticated => Self::Unauthenticated,
+            ErrorCode::PermissionDenied => Self::PermissionDenied,
+            ErrorCode::InvalidArgument => Self::InvalidArgument,
+            ErrorCode::DescriptorConflict => Self::DescriptorConflict,
+            ErrorCode::DependencyCycle => Self::DependencyCycle,
+            ErrorCode::RegistryFull => Self::RegistryFull,
+            ErrorCode::RegistryBusy => Self::RegistryBusy,
+            ErrorCode::Unavailable => Self::Unavailable,
+            ErrorCode::Internal => Self::Internal,
+            ErrorCode::ResourceExhausted => Self::ResourceExhausted,
+            ErrorCode::PayloadTooLarge => Self::PayloadTooLarge,
+        }
     }
 }
 
@@ -259,6 +268,19 @@ mod tests {
         assert_eq!(err.kind(), CallErrorKind::Other);
         assert_eq!(err.code(), Some("SOMETHING_NEW"));
         assert!(err.to_string().contains("SOMETHING_NEW"));
+    }
+
+    #[test]
+    fn every_wire_code_has_its_own_kind() {
+        let mut kinds = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            let kind = CallErrorKind::from_code(code.as_str());
+            assert_ne!(kind, CallErrorKind::Other, "{code} falls into Other");
+            assert!(
+                kinds.insert(kind),
+                "{code} shares its kind with another code"
+            );
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Instance statuses as discovery computes them, plus the SDK's own views.
 
+use abi_wire::status as wire;
+
 use std::fmt;
 
 /// The status of a module instance.
@@ -35,11 +37,11 @@ impl Status {
     /// Parses a wire status ("READY", ...).
     pub fn parse(value: &str) -> Self {
         match value {
-            "STARTING" => Self::Starting,
-            "STAGED" => Self::Staged,
-            "DEGRADED" => Self::Degraded,
-            "READY" => Self::Ready,
-            "DRAINING" => Self::Draining,
+            wire::STARTING => Self::Starting,
+            wire::STAGED => Self::Staged,
+            wire::DEGRADED => Self::Degraded,
+            wire::READY => Self::Ready,
+            wire::DRAINING => Self::Draining,
             "UNAVAILABLE" => Self::Unavailable,
             "STOPPED" => Self::Stopped,
             "DISABLED" => Self::Disabled,
@@ -50,11 +52,11 @@ impl Status {
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Starting => "STARTING",
-            Self::Staged => "STAGED",
-            Self::Degraded => "DEGRADED",
-            Self::Ready => "READY",
-            Self::Draining => "DRAINING",
+            Self::Starting => wire::STARTING,
+            Self::Staged => wire::STAGED,
+            Self::Degraded => wire::DEGRADED,
+            Self::Ready => wire::READY,
+            Self::Draining => wire::DRAINING,
             Self::Unavailable => "UNAVAILABLE",
             Self::Stopped => "STOPPED",
             Self::Disabled => "DISABLED",

@@ -53,7 +53,7 @@ async fn next(watch: &mut abi_sdk::RegistryWatch) -> RegistryEvent {
 
 async fn bucket(js: &async_nats::jetstream::Context, project: &str) -> kv::Store {
     js.create_key_value(kv::Config {
-        bucket: format!("ABI_DISCOVERY_{project}"),
+        bucket: abi_wire::discovery::registry_bucket(project),
         history: 1,
         ..Default::default()
     })
@@ -70,7 +70,10 @@ async fn following_a(
     far: f64,
 ) -> abi_sdk::RegistryWatch {
     store
-        .put("registry", state(&[("a", "READY", far)]))
+        .put(
+            abi_wire::discovery::REGISTRY_KEY,
+            state(&[("a", "READY", far)]),
+        )
         .await
         .unwrap();
     let mut watch = client(nats, project).watch_with(
@@ -97,7 +100,10 @@ async fn snapshots_become_registered_status_gone_and_expired_events() {
     let store = bucket(&js, &project).await;
     let far = now() + 600.0;
     store
-        .put("registry", state(&[("a", "STARTING", far)]))
+        .put(
+            abi_wire::discovery::REGISTRY_KEY,
+            state(&[("a", "STARTING", far)]),
+        )
         .await
         .unwrap();
     let event = next(&mut watch).await;
@@ -120,7 +126,10 @@ async fn snapshots_become_registered_status_gone_and_expired_events() {
     // b's lease passes without any write: the clock reports it.
     assert!(matches!(next(&mut watch).await, RegistryEvent::Expired(i) if i.instance_id == "b"));
 
-    store.put("registry", state(&[])).await.unwrap();
+    store
+        .put(abi_wire::discovery::REGISTRY_KEY, state(&[]))
+        .await
+        .unwrap();
     assert!(matches!(next(&mut watch).await, RegistryEvent::Gone(i) if i.instance_id == "a"));
 }
 
@@ -175,7 +184,7 @@ async fn a_silently_stalled_watcher_is_detected_and_replaced() {
     let project = unique_name("p");
     let js = async_nats::jetstream::new(nats.clone());
     let store = bucket(&js, &project).await;
-    let stream = format!("KV_ABI_DISCOVERY_{project}");
+    let stream = abi_wire::discovery::registry_stream(&project);
     let far = now() + 600.0;
     let mut watch = following_a(&nats, &project, &store, far).await;
 
@@ -212,7 +221,10 @@ async fn a_silently_stalled_watcher_is_detected_and_replaced() {
     .expect("no new watcher was opened");
     // The new watcher delivers the writes after it.
     store
-        .put("registry", state(&[("c", "STARTING", far)]))
+        .put(
+            abi_wire::discovery::REGISTRY_KEY,
+            state(&[("c", "STARTING", far)]),
+        )
         .await
         .unwrap();
     assert!(matches!(next(&mut watch).await, RegistryEvent::Gone(i) if i.instance_id == "a"));

@@ -1,11 +1,23 @@
-//! The wire contract, once: names and defaults that every abi crate (the
-//! services, the SDK, `abictl`, the benchmarks and the tests) shares, so none
+//! The wire contract, once: every name, code, cap and default that the
+//! services, the SDK, `abictl`, the benchmarks and the tests share, so none
 //! of them spells one on its own.
 //!
-//! Today it holds how a process names its NATS servers ([`nats`]); the
-//! subject, bucket and error-code builders of each surface move here as the
+//! - [`discovery`]: `abi.discovery.v1` subjects, queue group, registry bucket
+//!   and key, caps and the reference's defaults;
+//! - [`codes`]: the wire error codes ([`ErrorCode`]);
+//! - [`status`]: the instance status names;
+//! - [`auth`]: the token header;
+//! - [`nats`]: how a process names its NATS servers ([`ServerList`]).
+//!
+//! The subjects of documents, jobs, agents and models come here as those
 //! surfaces land.
 
+pub mod auth;
+pub mod codes;
+pub mod discovery;
 pub mod nats;
+pub mod status;
 
+pub use auth::AUTH_HEADER;
+pub use codes::ErrorCode;
 pub use nats::{DEFAULT_NATS_URL, ServerList, ServerListError};

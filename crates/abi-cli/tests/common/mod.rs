@@ -49,7 +49,7 @@ impl Stack {
         let stop = CancellationToken::new();
         let task = tokio::spawn(abi_discovery::run::run(valid, stop.clone()));
         let nats = async_nats::connect(server.url()).await.unwrap();
-        let subject = format!("abi.discovery.{project}.v1.list_modules");
+        let subject = abi_wire::discovery::operation_named(&project, "list_modules");
         wait_until(DEADLINE, || async {
             nats.request(subject.clone(), Vec::new().into())
                 .await
@@ -87,7 +87,7 @@ impl Stack {
         let reply = tokio::time::timeout(
             DEADLINE,
             self.nats.request_with_headers(
-                format!("abi.discovery.{}.v1.{op}", self.project),
+                abi_wire::discovery::operation_named(&self.project, op),
                 headers,
                 request.encode_to_vec().into(),
             ),
@@ -141,10 +141,14 @@ impl Stack {
     pub async fn raw_snapshot(&self) -> Vec<u8> {
         let js = async_nats::jetstream::new(self.nats.clone());
         let kv = js
-            .get_key_value(format!("ABI_DISCOVERY_{}", self.project))
+            .get_key_value(abi_wire::discovery::registry_bucket(&self.project))
             .await
             .unwrap();
-        kv.get("registry").await.unwrap().unwrap().to_vec()
+        kv.get(abi_wire::discovery::REGISTRY_KEY)
+            .await
+            .unwrap()
+            .unwrap()
+            .to_vec()
     }
 
     /// abictl with this stack's URL, project and secret.

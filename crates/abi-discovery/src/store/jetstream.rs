@@ -74,9 +74,12 @@ use super::jetstream_codes::{self, Refusal};
 use super::{CasError, Snapshot, SnapshotStore, StoreError};
 
 /// The key holding the snapshot.
-pub const KEY: &str = "registry";
-/// Largest value the bucket accepts (the reference's 512 KiB).
-pub const MAX_VALUE_BYTES: i32 = 512 * 1024;
+pub use abi_wire::discovery::REGISTRY_KEY as KEY;
+/// Largest value the bucket accepts (the reference's 512 KiB), as the KV
+/// configuration takes it.
+// 512 KiB fits an i32 many times over.
+#[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
+pub const MAX_VALUE_BYTES: i32 = abi_wire::discovery::MAX_SNAPSHOT_BYTES as i32;
 
 /// How often the store re-reads the stream's configuration to decide how to
 /// check for changes (see the module docs).
@@ -87,9 +90,7 @@ pub const MODE_REFRESH: Duration = Duration::from_secs(1);
 const MAX_HOPS: usize = 4;
 
 /// The bucket of a project: `ABI_DISCOVERY_<project>`.
-pub fn bucket_name(project: &str) -> String {
-    format!("ABI_DISCOVERY_{project}")
-}
+pub use abi_wire::discovery::registry_bucket as bucket_name;
 
 /// How to open the bucket.
 #[derive(Debug, Clone)]
@@ -197,13 +198,13 @@ impl JetStreamStore {
         let kv = deadline(
             "open",
             cfg.timeout,
-            open_or_create(context, &bucket, cfg.replicas),
+            open_or_create(context, &cfg.project, cfg.replicas),
         )
         .await??;
         let stream = deadline(
             "open",
             cfg.timeout,
-            context.get_stream(format!("KV_{bucket}")),
+            context.get_stream(abi_wire::discovery::registry_stream(&cfg.project)),
         )
         .await?
         .map_err(|e| StoreError::backend("open", e))?;
@@ -216,7 +217,7 @@ impl JetStreamStore {
         Ok(Self {
             kv,
             stream,
-            subject: format!("$KV.{bucket}.{KEY}"),
+            subject: abi_wire::discovery::registry_key_subject(&cfg.project),
             timeout: cfg.timeout,
             seen: Arc::new(seen),
         })
@@ -466,10 +467,14 @@ impl SnapshotStore for JetStreamStore {
 /// (typically another owner winning the race) falls back to opening.
 async fn open_or_create(
     context: &js::Context,
-    bucket: &str,
+    project: &str,
     replicas: usize,
 ) -> Result<kv::Store, StoreError> {
-    match context.get_stream(format!("KV_{bucket}")).await {
+    let bucket = &bucket_name(project);
+    match context
+        .get_stream(abi_wire::discovery::registry_stream(project))
+        .await
+    {
         Ok(_) => {
             return context
                 .get_key_value(bucket)

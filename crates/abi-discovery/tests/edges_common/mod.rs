@@ -218,10 +218,13 @@ impl Rpc {
 pub async fn snapshot_bytes(client: &async_nats::Client, project: &str) -> Bytes {
     let js = async_nats::jetstream::new(client.clone());
     let kv = js
-        .get_key_value(format!("ABI_DISCOVERY_{project}"))
+        .get_key_value(abi_wire::discovery::registry_bucket(project))
         .await
         .unwrap();
-    kv.get("registry").await.unwrap().unwrap_or_default()
+    kv.get(abi_wire::discovery::REGISTRY_KEY)
+        .await
+        .unwrap()
+        .unwrap_or_default()
 }
 
 /// The decoded registry snapshot of `project`.

@@ -33,7 +33,7 @@ impl Fake {
         F: Fn(&str, &[u8]) -> Option<Vec<u8>> + Send + Sync + 'static,
     {
         let mut sub = nats
-            .subscribe(format!("abi.discovery.{project}.v1.>"))
+            .subscribe(abi_wire::discovery::operation_named(project, ">"))
             .await
             .unwrap();
         nats.flush().await.unwrap();
