@@ -121,7 +121,14 @@ async fn dependencies_without_a_registry_fail_clearly() {
     assert!(!module.saw("on_load"));
 
     // Discovery configured but no service serves the project.
-    let mut module = world.spawn("lost", &[("ABI_PROJECT", "nobody_serves_this")]);
+    let mut module = world.spawn(
+        "lost",
+        &[
+            ("ABI_PROJECT", "nobody_serves_this"),
+            // A module waits for discovery within its startup timeout.
+            ("E2E_STARTUP_MS", "6000"),
+        ],
+    );
     assert!(!module.wait().await.success());
     assert!(module.saw("exit error Register"), "{:#?}", module.lines);
     assert!(

@@ -402,7 +402,7 @@ impl Config {
         self
     }
 
-    /// The shutdown budget (default 8 s, `DEFAULT_SHUTDOWN_GRACE`; env
+    /// The shutdown budget (default 8 s, [`DEFAULT_SHUTDOWN_GRACE`]; env
     /// `ABI_SHUTDOWN_GRACE_SECS`): from a stop request to the runner's
     /// return. Work in flight gets it first (also bounded by the drain
     /// timeout), then one draining renewal, the unregistration and the

@@ -57,8 +57,8 @@ pub mod watch;
 pub use client::{AgentMatch, DEFAULT_REQUEST_TIMEOUT, DiscoveryClient, MAX_PAGE, Page};
 pub use config::{
     Config, ConfigError, ConfigErrorKind, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEALTH_HOST,
-    DEFAULT_NATS_URL, DEFAULT_PROJECT, DEFAULT_REFRESH_INTERVAL, DEFAULT_STARTUP_TIMEOUT,
-    DiscoveryConfig,
+    DEFAULT_NATS_URL, DEFAULT_PROJECT, DEFAULT_REFRESH_INTERVAL, DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_STARTUP_TIMEOUT, DiscoveryConfig,
 };
 pub use error::{BoxError, CallError, CallErrorKind, Error};
 pub use host::Host;

@@ -436,7 +436,11 @@ async fn a_module_of_another_project_finds_no_service() {
     let config = registry
         .config("stray")
         .request_timeout(Duration::from_secs(1))
-        .discovery(DiscoveryConfig::default().project("elsewhere"));
+        .discovery(
+            DiscoveryConfig::default()
+                .project("elsewhere")
+                .startup_timeout(Duration::from_secs(1)),
+        );
     let err = registry
         .runner(ModuleSpec::new("stray"))
         .config(config)
