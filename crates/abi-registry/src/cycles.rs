@@ -6,9 +6,8 @@ use abi_proto::discovery::v1 as pb;
 
 use crate::error::{Error, ErrorCode, require};
 use crate::record;
-use crate::rollout;
-use crate::status::NodeRef;
-use crate::validate::cohort;
+use crate::record::NodeRef;
+use crate::rollout::{self, cohort};
 
 /// Edges of a dependency graph: each node to the nodes it needs.
 type Graph<'a> = HashMap<NodeRef<'a>, Vec<NodeRef<'a>>>;

@@ -8,7 +8,8 @@ use crate::error::{Error, ErrorCode, require};
 use crate::lease::authorize;
 use crate::patterns::name;
 use crate::record;
-use crate::status::{self, Evaluation, READY, evaluate};
+use crate::record::READY;
+use crate::status::{self, Evaluation, evaluate};
 
 /// A stored snapshot prepared for repeated lookups.
 ///

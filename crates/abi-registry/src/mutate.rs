@@ -5,7 +5,8 @@ use abi_proto::discovery::v1 as pb;
 use crate::error::{Error, ErrorCode, require};
 use crate::lease::{authorize, lease_hash};
 use crate::record::{self, remaining};
-use crate::validate::{cohort, registration, sorted};
+use crate::rollout::{cohort, sorted};
+use crate::validate::registration;
 use crate::{MAX_INSTANCES, Rules, status};
 
 /// Registers an instance, or answers a retry of the same registration

@@ -1,10 +1,20 @@
-//! Read access to stored records that tolerates absent sub-messages.
+//! The record vocabulary every rule shares (a leaf: it uses no other module):
+//! the status names, [`NodeRef`], and read access to stored records that
+//! tolerates absent sub-messages.
 //!
 //! Protobuf leaves a sub-message unset when a writer never set it; the
 //! reference then reads default values. These helpers do the same, so the
 //! rules never branch on `Option`s that carry no meaning for them.
 
 use abi_proto::discovery::v1 as pb;
+
+// The computed statuses, as they travel in `Instance.status`: the wire names,
+// kept in this leaf so statuses and rollouts can both use them without
+// depending on each other.
+pub(crate) use abi_wire::status::{DEGRADED, DRAINING, READY, STAGED, STARTING};
+
+/// A module id at one contract major, borrowed: a node of the dependency graph.
+pub(crate) type NodeRef<'a> = (&'a str, u32);
 
 /// What an unset descriptor reads as.
 static EMPTY_DESCRIPTOR: pb::ModuleDescriptor = pb::ModuleDescriptor {

@@ -8,8 +8,29 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use abi_proto::discovery::v1 as pb;
 
-use crate::record;
-use crate::status::{DEGRADED, NodeRef, READY};
+use crate::record::{self, DEGRADED, NodeRef, READY};
+
+/// The module ids that must all be up before this rollout replaces the
+/// generation it follows, sorted and unique; empty outside a rollout.
+pub(crate) fn cohort(req: &pb::RegisterRequest) -> Vec<String> {
+    if !req.rollout_modules.is_empty() {
+        let mut modules = req.rollout_modules.clone();
+        modules.sort();
+        modules.dedup();
+        modules
+    } else if !req.rollout_id.is_empty() {
+        vec![record::or_empty(req.descriptor.as_ref()).module_id.clone()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// A stored cohort, sorted for comparison with [`cohort`].
+pub(crate) fn sorted(modules: &[String]) -> Vec<String> {
+    let mut modules = modules.to_vec();
+    modules.sort();
+    modules
+}
 
 /// The serving rollout id per module id (`""` for instances without one),
 /// borrowed from the records.

@@ -9,14 +9,8 @@ use std::collections::HashSet;
 
 use abi_proto::discovery::v1 as pb;
 
-use crate::record;
+use crate::record::{self, DEGRADED, DRAINING, NodeRef, READY, STAGED, STARTING};
 use crate::rollout::{Serving, plan_rollouts};
-
-// The computed statuses, as they travel in `Instance.status`.
-pub(crate) use abi_wire::status::{DEGRADED, DRAINING, READY, STAGED, STARTING};
-
-/// A module id at one contract major, borrowed: a node of the dependency graph.
-pub(crate) type NodeRef<'a> = (&'a str, u32);
 
 /// What a registry write decides about a list of records.
 #[derive(Debug)]

@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorCode, require};
 use crate::json::object_or_empty;
 use crate::patterns::{app_entry, app_name, chars, instance_id, name, rollout_id};
 use crate::record;
+use crate::rollout::{cohort, sorted};
 
 /// Most dependencies a module declares.
 pub(crate) const MAX_DEPENDENCIES: usize = 64;
@@ -40,28 +41,6 @@ pub(crate) const MAX_JOB_DESCRIPTOR_BYTES: usize = 64 * 1024;
 pub(crate) const MAX_APP_BYTES: usize = 4096;
 
 const INVALID: ErrorCode = ErrorCode::InvalidArgument;
-
-/// The module ids that must all be up before this rollout replaces the
-/// generation it follows, sorted and unique; empty outside a rollout.
-pub(crate) fn cohort(req: &pb::RegisterRequest) -> Vec<String> {
-    if !req.rollout_modules.is_empty() {
-        let mut modules = req.rollout_modules.clone();
-        modules.sort();
-        modules.dedup();
-        modules
-    } else if !req.rollout_id.is_empty() {
-        vec![record::or_empty(req.descriptor.as_ref()).module_id.clone()]
-    } else {
-        Vec::new()
-    }
-}
-
-/// A stored cohort, sorted for comparison with [`cohort`].
-pub(crate) fn sorted(modules: &[String]) -> Vec<String> {
-    let mut modules = modules.to_vec();
-    modules.sort();
-    modules
-}
 
 /// Checks a registration against the bounds, against the live records of its
 /// generation and rollout, and for dependency cycles.
