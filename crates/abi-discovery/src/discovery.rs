@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use abi_proto::discovery::v1 as pb;
-use abi_registry::{Error, ErrorCode, Mutation, Outcome, Prepared, Rules};
+use abi_registry::{Mutation, Outcome, Prepared, Rules};
 use futures::FutureExt as _;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -38,11 +38,13 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::clock::Clock;
-use crate::metrics::HistogramSnapshot;
+pub use crate::error::DiscoveryError;
 use crate::store::SnapshotStore;
 use crate::store::cache::SnapshotCache;
 use crate::store::coalesce::Coalescer;
-use crate::writer::{self, Counters, UNAVAILABLE_MESSAGE, WriteCmd, Writer, WriterConfig};
+use crate::store::decode::{decode, error_chain};
+use crate::telemetry::{Counters, HistogramSnapshot};
+use crate::writer::{WriteCmd, Writer, WriterConfig};
 
 /// Default writer queue capacity: enough for bursts from a few hundred
 /// instances renewing at once, small enough that a stuck store pushes back on
@@ -125,7 +127,7 @@ struct Inner {
     reader: Reader,
     /// Cancelled when the writer task dies unexpectedly.
     writer_failed: CancellationToken,
-    lookups: Coalescer<Result<Arc<Prepared>, Error>>,
+    lookups: Coalescer<Result<Arc<Prepared>, DiscoveryError>>,
 }
 
 /// What a lookup needs to load the snapshot; owned by each flight (it holds
@@ -204,14 +206,15 @@ impl Discovery {
     ///
     /// # Errors
     ///
-    /// The rules' refusal, `REGISTRY_BUSY` when other writers kept winning,
-    /// `UNAVAILABLE` when the store failed or the writer has stopped.
+    /// [`DiscoveryError::Refused`] with the rules' refusal, or `REGISTRY_BUSY`
+    /// when other writers kept winning; [`DiscoveryError::Unavailable`] when
+    /// the store failed or the writer has stopped.
     ///
     /// # Cancel safety
     ///
     /// Not cancel safe in effect: once the writer has taken the mutation it is
     /// committed even if this future is dropped (as in the reference).
-    pub async fn mutate(&self, mutation: Mutation, owner: &str) -> Result<Outcome, Error> {
+    pub async fn mutate(&self, mutation: Mutation, owner: &str) -> Result<Outcome, DiscoveryError> {
         let (reply, answer) = oneshot::channel();
         let cmd = WriteCmd {
             mutation,
@@ -219,16 +222,17 @@ impl Discovery {
             reply,
         };
         if self.inner.cmd_tx.send(cmd).await.is_err() {
-            return Err(unavailable());
+            return Err(DiscoveryError::Unavailable);
         }
-        answer.await.unwrap_or_else(|_| Err(unavailable()))
+        answer.await.unwrap_or(Err(DiscoveryError::Unavailable))
     }
 
     /// `get_module` on the current snapshot.
     ///
     /// # Errors
     ///
-    /// The rules' refusal, or `UNAVAILABLE` when the store failed.
+    /// [`DiscoveryError::Refused`] with the rules' refusal, or
+    /// [`DiscoveryError::Unavailable`] when the store failed.
     ///
     /// # Cancel safety
     ///
@@ -236,18 +240,20 @@ impl Discovery {
     pub async fn get_module(
         &self,
         req: &pb::GetModuleRequest,
-    ) -> Result<pb::GetModuleResponse, Error> {
+    ) -> Result<pb::GetModuleResponse, DiscoveryError> {
         let prepared = self.current().await?;
         self.inner
             .rules
             .get_module(&*prepared, req, self.inner.clock.now())
+            .map_err(DiscoveryError::Refused)
     }
 
     /// `list_modules` on the current snapshot.
     ///
     /// # Errors
     ///
-    /// The rules' refusal, or `UNAVAILABLE` when the store failed.
+    /// [`DiscoveryError::Refused`] with the rules' refusal, or
+    /// [`DiscoveryError::Unavailable`] when the store failed.
     ///
     /// # Cancel safety
     ///
@@ -255,11 +261,12 @@ impl Discovery {
     pub async fn list_modules(
         &self,
         req: &pb::ListModulesRequest,
-    ) -> Result<pb::ListModulesResponse, Error> {
+    ) -> Result<pb::ListModulesResponse, DiscoveryError> {
         let prepared = self.current().await?;
         self.inner
             .rules
             .list_modules(&*prepared, req, self.inner.clock.now())
+            .map_err(DiscoveryError::Refused)
     }
 
     /// Whether provider `owner` may serve an agent call, on the current
@@ -267,7 +274,8 @@ impl Discovery {
     ///
     /// # Errors
     ///
-    /// The rules' refusal, or `UNAVAILABLE` when the store failed.
+    /// [`DiscoveryError::Refused`] with the rules' refusal, or
+    /// [`DiscoveryError::Unavailable`] when the store failed.
     ///
     /// # Cancel safety
     ///
@@ -276,11 +284,12 @@ impl Discovery {
         &self,
         req: &pb::AuthorizeAgentRequest,
         owner: &str,
-    ) -> Result<pb::AuthorizeAgentResponse, Error> {
+    ) -> Result<pb::AuthorizeAgentResponse, DiscoveryError> {
         let prepared = self.current().await?;
         self.inner
             .rules
             .authorize_agent(&*prepared, req, owner, self.inner.clock.now())
+            .map_err(DiscoveryError::Refused)
     }
 
     /// Whether provider `owner` may serve a model call, on the current
@@ -288,7 +297,8 @@ impl Discovery {
     ///
     /// # Errors
     ///
-    /// The rules' refusal, or `UNAVAILABLE` when the store failed.
+    /// [`DiscoveryError::Refused`] with the rules' refusal, or
+    /// [`DiscoveryError::Unavailable`] when the store failed.
     ///
     /// # Cancel safety
     ///
@@ -297,11 +307,12 @@ impl Discovery {
         &self,
         req: &pb::AuthorizeModelRequest,
         owner: &str,
-    ) -> Result<pb::AuthorizeModelResponse, Error> {
+    ) -> Result<pb::AuthorizeModelResponse, DiscoveryError> {
         let prepared = self.current().await?;
         self.inner
             .rules
             .authorize_model(&*prepared, req, owner, self.inner.clock.now())
+            .map_err(DiscoveryError::Refused)
     }
 
     /// Whether provider `owner` may serve an app request, on the current
@@ -309,7 +320,8 @@ impl Discovery {
     ///
     /// # Errors
     ///
-    /// The rules' refusal, or `UNAVAILABLE` when the store failed.
+    /// [`DiscoveryError::Refused`] with the rules' refusal, or
+    /// [`DiscoveryError::Unavailable`] when the store failed.
     ///
     /// # Cancel safety
     ///
@@ -318,11 +330,12 @@ impl Discovery {
         &self,
         req: &pb::AuthorizeAppRequest,
         owner: &str,
-    ) -> Result<pb::AuthorizeAppResponse, Error> {
+    ) -> Result<pb::AuthorizeAppResponse, DiscoveryError> {
         let prepared = self.current().await?;
         self.inner
             .rules
             .authorize_app(&*prepared, req, owner, self.inner.clock.now())
+            .map_err(DiscoveryError::Refused)
     }
 
     /// The current snapshot as stored (expired records included), for tools
@@ -330,17 +343,17 @@ impl Discovery {
     ///
     /// # Errors
     ///
-    /// `UNAVAILABLE` when the store failed.
+    /// [`DiscoveryError::Unavailable`] when the store failed.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe (reads only).
-    pub async fn snapshot(&self) -> Result<Arc<pb::RegistryState>, Error> {
+    pub async fn snapshot(&self) -> Result<Arc<pb::RegistryState>, DiscoveryError> {
         Ok(Arc::clone(self.current().await?.state()))
     }
 
     /// The current snapshot, prepared for lookups (see [`Reader::load`]).
-    async fn current(&self) -> Result<Arc<Prepared>, Error> {
+    async fn current(&self) -> Result<Arc<Prepared>, DiscoveryError> {
         Counters::bump(&self.inner.counters.lookups);
         let reader = self.inner.reader.clone();
         self.inner
@@ -414,7 +427,7 @@ impl Discovery {
 impl Reader {
     /// The current snapshot: the cached one while the store's change token
     /// still vouches for it, else a fresh download.
-    async fn load(&self) -> Result<Arc<Prepared>, Error> {
+    async fn load(&self) -> Result<Arc<Prepared>, DiscoveryError> {
         let token = self.bounded("revision", self.store.revision()).await?;
         // After the token: the check is where the store notices a re-created
         // bucket, so the epoch read now is the one the token belongs to.
@@ -430,10 +443,10 @@ impl Reader {
         self.counters
             .snapshot_bytes
             .store(snapshot.bytes.len() as u64, Ordering::Relaxed);
-        let decoded = writer::decode(snapshot.bytes, snapshot.revision, token, epoch).map_err(|e| {
+        let decoded = decode(snapshot.bytes, snapshot.revision, token, epoch).map_err(|e| {
             Counters::bump(&self.counters.store_errors);
             tracing::warn!(error = %e, revision = snapshot.revision, "registry snapshot does not decode");
-            unavailable()
+            DiscoveryError::Unavailable
         })?;
         Counters::bump(&self.counters.reloads);
         let prepared = Arc::clone(&decoded.prepared);
@@ -447,16 +460,16 @@ impl Reader {
         &self,
         op: &'static str,
         call: impl Future<Output = Result<T, crate::store::StoreError>>,
-    ) -> Result<T, Error> {
+    ) -> Result<T, DiscoveryError> {
         let error = match tokio::time::timeout(self.store_timeout, call).await {
             Ok(Ok(value)) => return Ok(value),
-            Ok(Err(e)) => writer::error_chain(&e),
+            Ok(Err(e)) => error_chain(&e),
             Err(_) => format!("timed out after {:?}", self.store_timeout),
         };
         Counters::bump(&self.counters.store_errors);
         self.cache.clear();
         tracing::warn!(op, %error, "registry lookup failed");
-        Err(unavailable())
+        Err(DiscoveryError::Unavailable)
     }
 }
 
@@ -469,16 +482,14 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
-fn unavailable() -> Error {
-    Error::new(ErrorCode::Unavailable, UNAVAILABLE_MESSAGE)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use bytes::Bytes;
     use futures::future::BoxFuture;
+
+    use abi_registry::ErrorCode;
 
     use super::*;
     use crate::clock::ManualClock;

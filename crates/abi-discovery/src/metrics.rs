@@ -1,8 +1,9 @@
 //! Prometheus metrics in the text exposition format, served on `GET /metrics` at
 //! `ABI_METRICS_ADDR` when it is set.
 //!
-//! Every value is read at scrape time from counters the service keeps anyway
-//! (atomics in [`endpoints::Stats`] and in the writer), so the request path pays
+//! A sink: it reads the service and nothing reads it. Every value is read at
+//! scrape time from counters the service keeps anyway (the `telemetry` atomics
+//! in [`endpoints::Stats`] and in the writer), so the request path pays
 //! a few relaxed atomic adds and nothing else. The request counts are the very
 //! ones `$SRV.STATS` reports: both read [`endpoints::Stats`].
 //!
@@ -28,7 +29,6 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -42,73 +42,13 @@ use crate::discovery::Discovery;
 use crate::endpoints::Stats;
 use crate::endpoints::stats::OK;
 use crate::subjects::Operation;
+use crate::telemetry::HistogramSnapshot;
 
 /// The content type of the Prometheus text format.
 pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The statuses the live-instance gauge reports (the registry's five).
 pub const STATUSES: [&str; 5] = abi_wire::status::ALL;
-
-/// A fixed-bucket histogram on atomics: observing is one search over the
-/// bounds and two relaxed adds.
-#[derive(Debug)]
-pub struct Histogram<const N: usize> {
-    bounds: &'static [u64; N],
-    buckets: [AtomicU64; N],
-    overflow: AtomicU64,
-    sum: AtomicU64,
-}
-
-/// A copy of a [`Histogram`]: cumulative counts per upper bound, total count and sum.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HistogramSnapshot {
-    /// `(upper bound, observations <= bound)`, bounds ascending.
-    pub buckets: Vec<(u64, u64)>,
-    /// Every observation (the `+Inf` bucket).
-    pub count: u64,
-    /// Sum of the observed values.
-    pub sum: u64,
-}
-
-impl<const N: usize> Histogram<N> {
-    /// An empty histogram with these inclusive upper bounds (ascending).
-    pub const fn new(bounds: &'static [u64; N]) -> Self {
-        Self {
-            bounds,
-            buckets: [const { AtomicU64::new(0) }; N],
-            overflow: AtomicU64::new(0),
-            sum: AtomicU64::new(0),
-        }
-    }
-
-    /// Counts one observation of `value`.
-    pub fn observe(&self, value: u64) {
-        match self.bounds.iter().position(|bound| value <= *bound) {
-            Some(i) => self.buckets[i].fetch_add(1, Ordering::Relaxed),
-            None => self.overflow.fetch_add(1, Ordering::Relaxed),
-        };
-        self.sum.fetch_add(value, Ordering::Relaxed);
-    }
-
-    /// A copy of the counts (each bucket read once, so `count` matches the buckets).
-    pub fn snapshot(&self) -> HistogramSnapshot {
-        let mut running = 0_u64;
-        let buckets = self
-            .bounds
-            .iter()
-            .zip(&self.buckets)
-            .map(|(bound, bucket)| {
-                running += bucket.load(Ordering::Relaxed);
-                (*bound, running)
-            })
-            .collect();
-        HistogramSnapshot {
-            buckets,
-            count: running + self.overflow.load(Ordering::Relaxed),
-            sum: self.sum.load(Ordering::Relaxed),
-        }
-    }
-}
 
 /// What a scrape reads: the endpoint counters and the registry facade.
 #[derive(Debug, Clone)]
@@ -348,20 +288,9 @@ impl Encoder {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::telemetry::Histogram;
 
     static BOUNDS: [u64; 3] = [1, 5, 10];
-
-    #[test]
-    fn histogram_counts_cumulatively() {
-        let h = Histogram::new(&BOUNDS);
-        for v in [0, 1, 3, 10, 11, 100] {
-            h.observe(v);
-        }
-        let s = h.snapshot();
-        assert_eq!(s.buckets, [(1, 2), (5, 3), (10, 4)]);
-        assert_eq!(s.count, 6);
-        assert_eq!(s.sum, 125);
-    }
 
     #[tokio::test]
     async fn every_metric_is_rendered_and_documented() {

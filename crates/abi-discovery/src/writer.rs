@@ -24,10 +24,9 @@
 //! writer as a task instead of a lock.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use abi_proto::discovery::v1 as pb;
 use abi_registry::{Draft, Error, ErrorCode, Mutation, Outcome, Rules};
 use bytes::Bytes;
 use prost::Message;
@@ -36,9 +35,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::clock::Clock;
-use crate::metrics::Histogram;
+use crate::error::DiscoveryError;
 use crate::store::cache::{Decoded, SnapshotCache};
+use crate::store::decode::{decode, error_chain};
 use crate::store::{CasError, SnapshotStore, StoreError};
+use crate::telemetry::Counters;
 
 /// Compare-and-swap attempts per batch before answering `REGISTRY_BUSY` (the
 /// reference's five).
@@ -65,11 +66,8 @@ fn conflict_pause(attempt: usize) -> Duration {
 /// The message of `REGISTRY_BUSY`, as the reference words it.
 pub const BUSY_MESSAGE: &str = "Concurrent registry updates; retry control operation";
 
-/// The message of `UNAVAILABLE` when the store fails (never the internals).
-pub const UNAVAILABLE_MESSAGE: &str = "Registry operation failed";
-
 /// What a caller gets back for one mutation.
-pub type WriteResult = Result<Outcome, Error>;
+pub type WriteResult = Result<Outcome, DiscoveryError>;
 
 /// One mutation for the writer, with where to send its answer.
 #[derive(Debug)]
@@ -89,45 +87,6 @@ pub(crate) struct WriterConfig {
     pub(crate) max_batch: usize,
     pub(crate) max_delay: Duration,
     pub(crate) store_timeout: Duration,
-}
-
-/// Counters shared by the writer and the lookups, read by `stats()`.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) batches: AtomicU64,
-    pub(crate) mutations: AtomicU64,
-    pub(crate) commits: AtomicU64,
-    pub(crate) conflicts: AtomicU64,
-    pub(crate) retries: AtomicU64,
-    pub(crate) busy: AtomicU64,
-    pub(crate) store_errors: AtomicU64,
-    pub(crate) lookups: AtomicU64,
-    pub(crate) cache_hits: AtomicU64,
-    pub(crate) reloads: AtomicU64,
-    /// Size of the snapshot last written or downloaded, in bytes.
-    pub(crate) snapshot_bytes: AtomicU64,
-    /// Mutations per batch.
-    pub(crate) batch_sizes: BatchSizes,
-}
-
-/// Upper bounds of the batch size histogram: powers of two up to the largest
-/// sensible `ABI_MAX_BATCH`.
-static BATCH_SIZE_BOUNDS: [u64; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
-
-/// The batch size histogram, with its bounds.
-#[derive(Debug)]
-pub(crate) struct BatchSizes(pub(crate) Histogram<11>);
-
-impl Default for BatchSizes {
-    fn default() -> Self {
-        Self(Histogram::new(&BATCH_SIZE_BOUNDS))
-    }
-}
-
-impl Counters {
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 /// The writer task's state.
@@ -275,8 +234,7 @@ impl Writer {
                     Counters::bump(&self.counters.store_errors);
                     self.cache.clear();
                     tracing::warn!(%error, batch_len = mutations.len(), "registry write failed");
-                    let unavailable = Error::new(ErrorCode::Unavailable, UNAVAILABLE_MESSAGE);
-                    return vec![Err(unavailable); mutations.len()];
+                    return vec![Err(DiscoveryError::Unavailable); mutations.len()];
                 }
             }
         }
@@ -286,7 +244,8 @@ impl Writer {
             attempts = MAX_ATTEMPTS,
             "registry busy: every compare-and-swap conflicted"
         );
-        vec![Err(Error::new(ErrorCode::RegistryBusy, BUSY_MESSAGE)); mutations.len()]
+        let busy = DiscoveryError::Refused(Error::new(ErrorCode::RegistryBusy, BUSY_MESSAGE));
+        vec![Err(busy); mutations.len()]
     }
 
     /// One read-apply-CAS round, starting from `start` when given.
@@ -308,7 +267,11 @@ impl Writer {
         let mut draft = Draft::new(state);
         let answers: Vec<WriteResult> = mutations
             .iter()
-            .map(|(mutation, owner)| draft.apply(&self.rules, mutation, owner, now))
+            .map(|(mutation, owner)| {
+                draft
+                    .apply(&self.rules, mutation, owner, now)
+                    .map_err(DiscoveryError::Refused)
+            })
             .collect();
         if answers.iter().all(Result::is_err) {
             // Nothing to write, so no compare-and-swap will tell a stale
@@ -376,27 +339,4 @@ impl Writer {
         }
         .to_string()
     }
-}
-
-/// Decodes stored bytes (empty: an empty registry).
-pub(crate) fn decode(
-    bytes: Bytes,
-    revision: u64,
-    token: u64,
-    epoch: u64,
-) -> Result<Decoded, prost::DecodeError> {
-    let state = pb::RegistryState::decode(bytes)?;
-    Ok(Decoded::new(state, revision, token, epoch))
-}
-
-/// `error` and its sources, for one log line.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -12,9 +12,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use abi_discovery::discovery::{Discovery, DiscoveryConfig};
+use abi_discovery::error::UNAVAILABLE_MESSAGE;
 use abi_discovery::store::SnapshotStore;
 use abi_discovery::store::memory::MemoryStore;
-use abi_discovery::writer::{BUSY_MESSAGE, MAX_ATTEMPTS, UNAVAILABLE_MESSAGE};
+use abi_discovery::writer::{BUSY_MESSAGE, MAX_ATTEMPTS};
 use abi_registry::{ErrorCode, Mutation, Rules};
 use core_common::*;
 use tokio::sync::Semaphore;
@@ -41,7 +42,8 @@ fn config(max_batch: usize) -> DiscoveryConfig {
 async fn send_all(
     discovery: &Discovery,
     mutations: Vec<Mutation>,
-) -> Vec<tokio::task::JoinHandle<Result<abi_registry::Outcome, abi_registry::Error>>> {
+) -> Vec<tokio::task::JoinHandle<Result<abi_registry::Outcome, abi_discovery::error::DiscoveryError>>>
+{
     let mut handles = Vec::new();
     for mutation in mutations {
         let d = discovery.clone();

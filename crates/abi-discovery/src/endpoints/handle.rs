@@ -10,6 +10,7 @@ use prost::Message;
 
 use super::backend::{Backend, Failure};
 use crate::config::Secret;
+use crate::error::UNAVAILABLE_MESSAGE;
 use crate::subjects::Operation;
 
 /// The largest request or reply the service handles, whatever the broker allows: the
@@ -22,7 +23,6 @@ pub const OVERFLOW_REQUEST_HEADER: &str = "Abi-Overflow-Request";
 
 const UNAUTHENTICATED_MESSAGE: &str = "Missing or invalid service token";
 const MALFORMED_MESSAGE: &str = "Malformed protobuf";
-const INTERNAL_MESSAGE: &str = "Registry operation failed";
 const REQUEST_TOO_LARGE: &str = "Discovery request exceeds limit";
 const RESPONSE_TOO_LARGE: &str = "Discovery response exceeds limit";
 
@@ -131,7 +131,7 @@ impl<B: Backend> Handler<B> {
                 if let Some(detail) = detail {
                     tracing::error!(op = op.as_str(), error = %detail, "discovery request failed");
                 }
-                call_error(ErrorCode::Unavailable.as_str(), INTERNAL_MESSAGE)
+                call_error(ErrorCode::Unavailable.as_str(), UNAVAILABLE_MESSAGE)
             }
         }
     }

@@ -2,12 +2,11 @@
 //! handled in its own task (bounded), answered with the protobuf response.
 //!
 //! - [`handle`]: one request to one reply, the reference's `_handle` rules;
-//! - [`backend`]: the port the registry facade implements;
+//! - [`backend`]: the port the service core implements (and tests fake);
 //! - [`serve`](mod@serve): subscriptions, concurrency, and the stop sequence;
 //! - [`stats`]: per-endpoint counters for `$SRV.STATS`.
 
 pub mod backend;
-mod discovery_backend;
 pub mod handle;
 pub mod serve;
 pub mod stats;

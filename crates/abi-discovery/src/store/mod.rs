@@ -15,6 +15,7 @@ use futures::future::BoxFuture;
 pub(crate) mod attempts;
 pub(crate) mod cache;
 pub(crate) mod coalesce;
+pub(crate) mod decode;
 pub mod jetstream;
 pub(crate) mod jetstream_codes;
 pub mod memory;

@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use abi_discovery::clock::ManualClock;
-use abi_discovery::discovery::{Discovery, DiscoveryConfig};
+use abi_discovery::discovery::{Discovery, DiscoveryConfig, DiscoveryError};
 use abi_discovery::store::jetstream::{JetStreamStore, JetStreamStoreConfig};
 use abi_discovery::store::{CasError, Snapshot, SnapshotStore, StoreError};
 pub use abi_proto::discovery::v1 as pb;
-use abi_registry::{Error, Mutation, Outcome, RegistryState, Rules};
+use abi_registry::{Mutation, Outcome, RegistryState, Rules};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use prost::Message;
@@ -156,7 +156,7 @@ impl Harness {
 }
 
 /// Unwraps a successful register outcome.
-pub fn registered(outcome: Result<Outcome, Error>) -> pb::RegisterResponse {
+pub fn registered(outcome: Result<Outcome, DiscoveryError>) -> pb::RegisterResponse {
     match outcome {
         Ok(Outcome::Register(response)) => response,
         other => panic!("expected a registration, got {other:?}"),
