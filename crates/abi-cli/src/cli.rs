@@ -4,8 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use abi_wire::DEFAULT_NATS_URL;
-use abi_wire::ServerList;
+use abi_process::NatsArgs;
 /// The project when `ABI_PROJECT` is unset (the reference's default).
 pub const DEFAULT_PROJECT: &str = "default";
 /// The identity tokens assert when signed with the project secret: the
@@ -38,9 +37,10 @@ pub struct Cli {
 /// Options every subcommand takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// NATS server URL, or a cluster's comma-separated seed list.
-    #[arg(long, global = true, env = "NATS_URL", default_value = DEFAULT_NATS_URL)]
-    pub nats_url: ServerList,
+    /// The NATS connection: URL list, credentials, TLS (the same settings
+    /// as every abi process).
+    #[command(flatten)]
+    pub nats: NatsArgs,
     /// Discovery project (namespaces subjects and the KV bucket).
     #[arg(long, global = true, env = "ABI_PROJECT", default_value = DEFAULT_PROJECT)]
     pub project: String,

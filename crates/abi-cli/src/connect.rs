@@ -8,28 +8,40 @@ use crate::auth::{self, Env};
 use crate::cli::Global;
 use crate::error::Failure;
 
-/// Connects to NATS within the call deadline.
+/// Connects to NATS within the call deadline, with the same settings every
+/// abi process takes (`NATS_URL`, `NATS_CREDS`, ...).
 ///
 /// # Errors
 ///
-/// [`Failure`] with exit code 3 when the server cannot be reached.
+/// [`Failure`] with exit code 2 when a setting is malformed, 3 when the
+/// server cannot be reached.
 pub async fn nats(global: &Global) -> Result<async_nats::Client, Failure> {
     let timeout = Duration::from_secs(global.timeout_secs.max(1));
-    let options = async_nats::ConnectOptions::new()
-        .name("abictl")
-        .connection_timeout(timeout)
-        .request_timeout(Some(timeout));
+    let mut settings = global.nats.validate().map_err(|errors| {
+        let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        Failure::usage(lines.join("\n"))
+    })?;
+    // One deadline for the whole command: `--timeout-secs` bounds the
+    // connection too.
+    settings.connect_timeout = timeout;
     let unreachable = |why: String| {
         Failure::unreachable(
-            format!("cannot reach NATS at {}: {why}", global.nats_url),
+            format!("cannot reach NATS at {}: {why}", settings.servers),
             "start nats-server or set NATS_URL",
         )
     };
-    match tokio::time::timeout(timeout, options.connect(global.nats_url.urls())).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(err)) => Err(unreachable(err.to_string())),
-        Err(_) => Err(unreachable("timed out".into())),
-    }
+    let options = settings
+        .options("abictl")
+        .await
+        .map_err(|e| Failure::usage(e.to_string()))?
+        .request_timeout(Some(timeout));
+    settings
+        .connect_with(options)
+        .await
+        .map_err(|err| match err {
+            abi_process::ConnectError::TimedOut { .. } => unreachable("timed out".into()),
+            other => unreachable(abi_process::error_chain(&other)),
+        })
 }
 
 /// A discovery client with the configured credentials.

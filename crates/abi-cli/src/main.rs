@@ -13,7 +13,6 @@ mod output;
 mod signals;
 mod snapshot;
 
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
@@ -22,16 +21,10 @@ use clap::Parser as _;
 async fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     // Quiet by default: abictl's output is its tables; ABI_LOG turns logs on.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ABI_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
-    // Colours only on a terminal, and never with NO_COLOR set.
-    let ansi = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .init();
+    if let Err(error) = abi_process::logs::init("error") {
+        eprintln!("abictl: {error}");
+        return ExitCode::from(error::EXIT_USAGE);
+    }
     let env = |key: &str| std::env::var(key).ok();
     match commands::run(&cli, &env).await {
         Ok(()) => ExitCode::from(error::EXIT_OK),

@@ -8,7 +8,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use abi_wire::ServerList;
+use abi_process::NatsArgs;
 use clap::Parser;
 
 use crate::subjects::Project;
@@ -23,9 +23,7 @@ pub const DEFAULT_LEASE_SECONDS: f64 = 20.0;
 pub const DEFAULT_ADMIN_IDENTITIES: &str = "api,engine";
 /// One replica: a single-node broker cannot hold more; use 3 on a cluster.
 pub const DEFAULT_KV_REPLICAS: usize = 1;
-/// Time to reach the broker at start: long enough for a broker starting next to us
-/// in a compose stack, short enough to fail clearly on a wrong URL.
-pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 10;
+pub use abi_process::nats::DEFAULT_CONNECT_TIMEOUT_SECS;
 /// Deadline of one snapshot read or write; callers' own deadlines are a few seconds,
 /// so waiting longer would only answer callers that already gave up.
 pub const DEFAULT_STORE_TIMEOUT_SECS: u64 = 5;
@@ -48,9 +46,9 @@ pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 64;
     about = "The abi.discovery.v1 service over NATS"
 )]
 pub struct Config {
-    /// NATS server URL(s), comma-separated.
-    #[arg(long, env = "NATS_URL", default_value = DEFAULT_NATS_URL)]
-    pub nats_url: String,
+    /// The NATS connection: URL list, credentials, TLS, connect deadline.
+    #[command(flatten)]
+    pub nats: NatsArgs,
 
     /// Project: namespaces subjects, queue group and bucket.
     #[arg(long, env = "ABI_PROJECT", default_value = DEFAULT_PROJECT)]
@@ -75,46 +73,6 @@ pub struct Config {
     /// Replicas of the KV bucket when this process creates it.
     #[arg(long, env = "ABI_KV_REPLICAS", default_value_t = DEFAULT_KV_REPLICAS)]
     pub kv_replicas: usize,
-
-    /// NATS credentials file (JWT + nkey seed).
-    #[arg(long, env = "NATS_CREDS")]
-    pub nats_creds_file: Option<PathBuf>,
-
-    /// NATS user name (with NATS_PASSWORD).
-    #[arg(long, env = "NATS_USER")]
-    pub nats_user: Option<String>,
-
-    /// NATS password (with NATS_USER).
-    #[arg(long, env = "NATS_PASSWORD", hide_env_values = true)]
-    pub nats_password: Option<String>,
-
-    /// NATS authentication token.
-    #[arg(long, env = "NATS_TOKEN", hide_env_values = true)]
-    pub nats_token: Option<String>,
-
-    /// File holding an nkey seed to authenticate with.
-    #[arg(long, env = "NATS_NKEY_FILE")]
-    pub nats_nkey_file: Option<PathBuf>,
-
-    /// CA certificate(s) to trust for the NATS TLS connection (PEM).
-    #[arg(long, env = "NATS_TLS_CA")]
-    pub nats_tls_ca: Option<PathBuf>,
-
-    /// Client certificate for NATS TLS (PEM, with --nats-tls-key).
-    #[arg(long, env = "NATS_TLS_CERT")]
-    pub nats_tls_cert: Option<PathBuf>,
-
-    /// Client key for NATS TLS (PEM, with --nats-tls-cert).
-    #[arg(long, env = "NATS_TLS_KEY")]
-    pub nats_tls_key: Option<PathBuf>,
-
-    /// Refuse to connect without TLS.
-    #[arg(long, env = "NATS_TLS_REQUIRED", default_value_t = false)]
-    pub nats_tls_required: bool,
-
-    /// Deadline to reach the broker, in seconds.
-    #[arg(long, env = "ABI_CONNECT_TIMEOUT_SECS", default_value_t = DEFAULT_CONNECT_TIMEOUT_SECS)]
-    pub connect_timeout_secs: u64,
 
     /// Deadline of one snapshot read or write, in seconds.
     #[arg(long, env = "ABI_STORE_TIMEOUT_SECS", default_value_t = DEFAULT_STORE_TIMEOUT_SECS)]
@@ -141,34 +99,17 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
 }
 
-/// The URL setting as safe to show: credentials redacted when it parses,
-/// hidden entirely when it does not (it may hold a password in a shape we
-/// cannot take apart).
-fn redacted_url(value: &str) -> String {
-    ServerList::parse(value).map_or_else(|_| "<unparsable>".to_owned(), |list| list.to_string())
-}
-
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let redact = |s: &Option<String>| s.as_ref().map(|_| "<redacted>");
         f.debug_struct("Config")
-            .field("nats_url", &redacted_url(&self.nats_url))
+            .field("nats", &self.nats)
             .field("project", &self.project)
             .field("jwt_secret", &redact(&self.jwt_secret))
             .field("jwt_secret_file", &self.jwt_secret_file)
             .field("lease_seconds", &self.lease_seconds)
             .field("admin_identities", &self.admin_identities)
             .field("kv_replicas", &self.kv_replicas)
-            .field("nats_creds_file", &self.nats_creds_file)
-            .field("nats_user", &self.nats_user)
-            .field("nats_password", &redact(&self.nats_password))
-            .field("nats_token", &redact(&self.nats_token))
-            .field("nats_nkey_file", &self.nats_nkey_file)
-            .field("nats_tls_ca", &self.nats_tls_ca)
-            .field("nats_tls_cert", &self.nats_tls_cert)
-            .field("nats_tls_key", &self.nats_tls_key)
-            .field("nats_tls_required", &self.nats_tls_required)
-            .field("connect_timeout_secs", &self.connect_timeout_secs)
             .field("store_timeout_secs", &self.store_timeout_secs)
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)
             .field("queue_capacity", &self.queue_capacity)
@@ -179,71 +120,13 @@ impl fmt::Debug for Config {
     }
 }
 
-/// A secret string whose `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself, for signing and verifying only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-/// How to authenticate to NATS, at most one way.
-#[derive(Clone, PartialEq, Eq)]
-pub enum NatsAuth {
-    /// No credentials.
-    None,
-    /// A credentials file.
-    CredsFile(PathBuf),
-    /// User and password.
-    UserPassword(String, Secret),
-    /// A token.
-    Token(Secret),
-    /// An nkey seed (read from its file).
-    NKey(Secret),
-}
-
-impl fmt::Debug for NatsAuth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::None => f.write_str("None"),
-            Self::CredsFile(p) => f.debug_tuple("CredsFile").field(p).finish(),
-            Self::UserPassword(u, _) => f.debug_tuple("UserPassword").field(u).finish(),
-            Self::Token(_) => f.write_str("Token(<redacted>)"),
-            Self::NKey(_) => f.write_str("NKey(<redacted>)"),
-        }
-    }
-}
-
-/// TLS settings for the NATS connection.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NatsTls {
-    /// Extra root certificates.
-    pub ca: Option<PathBuf>,
-    /// Client certificate and key.
-    pub client_cert: Option<(PathBuf, PathBuf)>,
-    /// Refuse a plain connection.
-    pub required: bool,
-}
+pub use abi_process::{NatsAuth, NatsSettings, NatsTls, Secret};
 
 /// A configuration that passed [`Config::validate`]: typed values only.
 #[derive(Debug, Clone)]
 pub struct Valid {
-    /// The broker's URL, or a cluster's seed list.
-    pub nats_url: ServerList,
+    /// The NATS connection.
+    pub nats: NatsSettings,
     /// The project.
     pub project: Project,
     /// The project JWT secret.
@@ -254,12 +137,6 @@ pub struct Valid {
     pub admin_identities: Vec<String>,
     /// Replicas of the bucket when we create it.
     pub kv_replicas: NonZeroUsize,
-    /// NATS authentication.
-    pub nats_auth: NatsAuth,
-    /// NATS TLS.
-    pub nats_tls: NatsTls,
-    /// Deadline to reach the broker.
-    pub connect_timeout: Duration,
     /// Deadline of one snapshot read or write.
     pub store_timeout: Duration,
     /// Time to finish the requests received once asked to stop.
@@ -275,23 +152,7 @@ pub struct Valid {
 }
 
 /// One problem in the configuration, naming the setting.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{setting}: {problem}")]
-pub struct ConfigError {
-    /// The env var (and flag) at fault.
-    pub setting: &'static str,
-    /// What is wrong, for people.
-    pub problem: String,
-}
-
-impl ConfigError {
-    fn new(setting: &'static str, problem: impl Into<String>) -> Self {
-        Self {
-            setting,
-            problem: problem.into(),
-        }
-    }
-}
+pub use abi_process::SettingError as ConfigError;
 
 impl Config {
     /// Checks every setting and reads the secret files.
@@ -335,43 +196,33 @@ impl Config {
             "ABI_MAX_CONCURRENT_REQUESTS",
             self.max_concurrent_requests,
         );
-        for (setting, secs) in [
-            ("ABI_CONNECT_TIMEOUT_SECS", self.connect_timeout_secs),
-            ("ABI_STORE_TIMEOUT_SECS", self.store_timeout_secs),
-        ] {
+        for (setting, secs) in [("ABI_STORE_TIMEOUT_SECS", self.store_timeout_secs)] {
             if secs == 0 {
                 errors.push(ConfigError::new(setting, "must be at least 1 second"));
             }
         }
-        let nats_url = ServerList::parse(&self.nats_url)
-            .map_err(|e| errors.push(ConfigError::new("NATS_URL", e.to_string())))
-            .ok();
-        let nats_auth = self.nats_auth(&mut errors);
-        let nats_tls = self.nats_tls(&mut errors);
+        let nats = self.nats.validate().map_err(|e| errors.extend(e)).ok();
 
         match (
-            (nats_url, project, secret),
+            (nats, project, secret),
             kv_replicas,
             queue_capacity,
             max_batch,
             max_concurrent,
         ) {
             (
-                (Some(nats_url), Some(project), Some(secret)),
+                (Some(nats), Some(project), Some(secret)),
                 Some(kv),
                 Some(queue),
                 Some(batch),
                 Some(conc),
             ) if errors.is_empty() => Ok(Valid {
-                nats_url,
+                nats,
                 project,
                 secret,
                 lease_seconds: self.lease_seconds,
                 admin_identities,
                 kv_replicas: kv,
-                nats_auth,
-                nats_tls,
-                connect_timeout: Duration::from_secs(self.connect_timeout_secs),
                 store_timeout: Duration::from_secs(self.store_timeout_secs),
                 shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
                 queue_capacity: queue,
@@ -412,94 +263,7 @@ impl Config {
             errors.push(ConfigError::new("ABI_JWT_SECRET", "the secret is empty"));
             return None;
         }
-        Some(Secret(value))
-    }
-
-    fn nats_auth(&self, errors: &mut Vec<ConfigError>) -> NatsAuth {
-        let chosen = [
-            self.nats_creds_file.is_some(),
-            self.nats_user.is_some() || self.nats_password.is_some(),
-            self.nats_token.is_some(),
-            self.nats_nkey_file.is_some(),
-        ]
-        .into_iter()
-        .filter(|set| *set)
-        .count();
-        if chosen > 1 {
-            errors.push(ConfigError::new(
-                "NATS_CREDS",
-                "choose one NATS authentication: NATS_CREDS, NATS_USER/NATS_PASSWORD, NATS_TOKEN or NATS_NKEY_FILE",
-            ));
-            return NatsAuth::None;
-        }
-        if let Some(path) = &self.nats_creds_file {
-            if !path.is_file() {
-                errors.push(ConfigError::new(
-                    "NATS_CREDS",
-                    format!("{} is not a readable file", path.display()),
-                ));
-            }
-            return NatsAuth::CredsFile(path.clone());
-        }
-        match (&self.nats_user, &self.nats_password) {
-            (Some(user), Some(password)) => {
-                return NatsAuth::UserPassword(user.clone(), Secret(password.clone()));
-            }
-            (Some(_), None) | (None, Some(_)) => {
-                errors.push(ConfigError::new(
-                    "NATS_USER",
-                    "NATS_USER and NATS_PASSWORD go together",
-                ));
-                return NatsAuth::None;
-            }
-            (None, None) => {}
-        }
-        if let Some(token) = &self.nats_token {
-            return NatsAuth::Token(Secret(token.clone()));
-        }
-        if let Some(path) = &self.nats_nkey_file {
-            return match read_secret_file(path) {
-                Ok(seed) => NatsAuth::NKey(Secret(seed)),
-                Err(problem) => {
-                    errors.push(ConfigError::new("NATS_NKEY_FILE", problem));
-                    NatsAuth::None
-                }
-            };
-        }
-        NatsAuth::None
-    }
-
-    fn nats_tls(&self, errors: &mut Vec<ConfigError>) -> NatsTls {
-        for (setting, path) in [
-            ("NATS_TLS_CA", &self.nats_tls_ca),
-            ("NATS_TLS_CERT", &self.nats_tls_cert),
-            ("NATS_TLS_KEY", &self.nats_tls_key),
-        ] {
-            if let Some(path) = path
-                && !path.is_file()
-            {
-                errors.push(ConfigError::new(
-                    setting,
-                    format!("{} is not a readable file", path.display()),
-                ));
-            }
-        }
-        let client_cert = match (&self.nats_tls_cert, &self.nats_tls_key) {
-            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
-            (None, None) => None,
-            _ => {
-                errors.push(ConfigError::new(
-                    "NATS_TLS_CERT",
-                    "NATS_TLS_CERT and NATS_TLS_KEY go together",
-                ));
-                None
-            }
-        };
-        NatsTls {
-            ca: self.nats_tls_ca.clone(),
-            client_cert,
-            required: self.nats_tls_required,
-        }
+        Some(Secret::new(value))
     }
 }
 
@@ -515,52 +279,7 @@ fn positive(
     nz
 }
 
-/// Reads a secret from a file, without its trailing line break.
-///
-/// When the file is there but this process may not read it (a private file
-/// bind-mounted into a container keeps its host owner and mode), the error
-/// says which uid and gid the process runs as, who owns the file with which
-/// mode, and the ways to make them match.
-fn read_secret_file(path: &std::path::Path) -> Result<String, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(text.trim_end_matches(['\r', '\n']).to_owned()),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(format!(
-            "cannot read {}: {e}; {}",
-            path.display(),
-            unreadable_secret_hint(path)
-        )),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
-    }
-}
-
-/// Who this process is against who owns `path`, and the ways to match them.
-#[cfg(unix)]
-fn unreadable_secret_hint(path: &std::path::Path) -> String {
-    use std::os::unix::fs::MetadataExt as _;
-    // The kernel gives /proc/self the process's effective uid and gid.
-    let me = std::fs::metadata("/proc/self").map(|m| (m.uid(), m.gid()));
-    let file = std::fs::metadata(path).map(|m| (m.uid(), m.gid(), m.mode() & 0o7777));
-    match (me, file) {
-        (Ok((uid, gid)), Ok((owner, group, mode))) => format!(
-            "this process runs as uid {uid} gid {gid}; the file belongs to uid {owner} gid \
-             {group} with mode {mode:04o}. Run the service as the file's owner (compose: \
-             `user: \"{owner}:{group}\"`, which docker-compose.yml takes from ABI_UID and \
-             ABI_GID in .env), or give the file to uid {uid} (`chown {uid}`, mode 0400), \
-             or to group {gid} with mode 0640 (`chgrp {gid}`)"
-        ),
-        (Ok((uid, gid)), Err(_)) => format!(
-            "this process runs as uid {uid} gid {gid} and cannot even see the file: make \
-             every directory on the way searchable and the file readable by it"
-        ),
-        (Err(_), _) => "make the file readable by the user this process runs as".to_owned(),
-    }
-}
-
-/// Who this process is against who owns `path`, and the ways to match them.
-#[cfg(not(unix))]
-fn unreadable_secret_hint(_path: &std::path::Path) -> String {
-    "make the file readable by the user this process runs as".to_owned()
-}
+use abi_process::read_secret_file;
 
 #[cfg(test)]
 mod tests {
@@ -586,7 +305,7 @@ mod tests {
         assert_eq!(valid.admin_identities, ["api", "engine"]);
         assert_eq!(valid.kv_replicas.get(), 1);
         assert_eq!(valid.secret.expose(), "s3cret");
-        assert_eq!(valid.nats_auth, NatsAuth::None);
+        assert_eq!(valid.nats.auth, NatsAuth::None);
         assert_eq!(valid.shutdown_grace, Duration::from_secs(10));
     }
 

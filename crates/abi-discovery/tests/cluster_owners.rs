@@ -351,9 +351,12 @@ async fn two_owners_ride_out_a_stream_leader_loss_under_load() {
         unavailable_late.is_empty(),
         "unavailable outside the election: {unavailable_late:?}"
     );
-    // Besides, only "retry later" answers, and no lease expired: the one
-    // LEASE_EXPIRED allowed answers a renewal after an unregister whose
-    // answer was lost (it was carried out: the instance is rightly gone).
+    // Besides, only "retry later" answers. LEASE_EXPIRED answers a renewal
+    // after an unregister whose answer was lost (it was carried out: the
+    // instance is rightly gone); otherwise it is allowed only right around
+    // the election, where a renewal decided on a snapshot the new leader
+    // had not caught up with yet may be refused once (the SDK then
+    // registers again under the same id). Never outside that window.
     for (i, c) in calls.iter().enumerate() {
         match &c.outcome {
             Outcome::Ok | Outcome::NoReply => {}
@@ -364,8 +367,11 @@ async fn two_owners_ride_out_a_stream_leader_loss_under_load() {
                     .rev()
                     .find(|p| p.instance == c.instance && is_write(p.op))
                     .expect("a renewal follows a registration");
+                let after_lost_unregister =
+                    before.op == Operation::Unregister && before.outcome != Outcome::Ok;
+                let around_election = c.done > fault && c.done < elected + Duration::from_secs(6);
                 assert!(
-                    before.op == Operation::Unregister && before.outcome != Outcome::Ok,
+                    after_lost_unregister || around_election,
                     "{}: a lease expired after {before:?}",
                     c.instance
                 );

@@ -72,3 +72,69 @@ fn an_unreachable_server_is_one_line_and_a_failure() {
     );
     assert!(!stderr[0].contains("s3cret-value"));
 }
+
+/// Runs the binary against a real server with `ABI_LOG=info`, its stderr
+/// going to a file (no terminal), until it stops on SIGTERM; returns what
+/// it logged.
+async fn logged_to_a_file(format: Option<&str>) -> String {
+    let server = abi_test_support::NatsServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stderr.log");
+    let mut cmd = command();
+    cmd.env("ABI_JWT_SECRET", "s3cret-value")
+        .env("NATS_URL", server.url())
+        .env("ABI_PROJECT", abi_test_support::unique_name("logs"))
+        .env("ABI_LOG", "info")
+        .stderr(std::fs::File::create(&path).unwrap());
+    if let Some(format) = format {
+        cmd.env("ABI_LOG_FORMAT", format);
+    }
+    let mut child = cmd.spawn().unwrap();
+    abi_test_support::wait_until(edges_common::CALL_TIMEOUT, || async {
+        std::fs::read_to_string(&path).is_ok_and(|text| text.contains("abi-discovery ready"))
+    })
+    .await
+    .expect("the service logs that it serves");
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert!(child.wait().unwrap().success());
+    std::fs::read_to_string(&path).unwrap()
+}
+
+#[tokio::test]
+async fn logs_into_a_file_are_plain_text_or_json_lines() {
+    let text = logged_to_a_file(None).await;
+    assert!(
+        !text.contains('\u{1b}'),
+        "escape sequences in a file:\n{text}"
+    );
+    assert!(text.contains("abi-discovery stopped"), "{text}");
+    assert!(!text.contains("s3cret-value"));
+
+    let json = logged_to_a_file(Some("json")).await;
+    for line in json.lines() {
+        let event: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        assert!(
+            event["level"].is_string() && event["fields"].is_object(),
+            "{line}"
+        );
+    }
+    assert!(json.contains("abi-discovery stopped"), "{json}");
+    assert!(!json.contains('\u{1b}') && !json.contains("s3cret-value"));
+}
+
+#[test]
+fn an_unknown_log_format_is_refused() {
+    let out = command()
+        .env("ABI_JWT_SECRET", "s3cret-value")
+        .env("ABI_LOG_FORMAT", "yaml")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ABI_LOG_FORMAT"), "{stderr}");
+}

@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use abi_wire::ServerList;
+use abi_process::{NatsArgs, NatsSettings};
 
 use crate::error::{Error, kind_display};
 use crate::token::TokenSource;
@@ -53,6 +53,8 @@ pub enum ConfigErrorKind {
     MissingToken,
     /// `NATS_URL` is not a URL or a comma-separated list of NATS URLs.
     InvalidNatsUrl,
+    /// Another NATS setting (credentials, TLS, connect deadline) is malformed.
+    InvalidNats,
     /// The module declares dependencies but runs without discovery.
     DependenciesWithoutDiscovery,
 }
@@ -66,6 +68,7 @@ kind_display!(ConfigErrorKind {
     InvalidHealth => "invalid health probe address",
     MissingToken => "no service token",
     InvalidNatsUrl => "invalid NATS server list",
+    InvalidNats => "invalid NATS settings",
     DependenciesWithoutDiscovery => "module dependencies require discovery",
 });
 
@@ -243,7 +246,7 @@ fn is_name(value: &str, max: usize) -> bool {
 
 /// Everything a module runner needs besides the module itself.
 pub struct Config {
-    pub(crate) nats_url: String,
+    pub(crate) nats: NatsArgs,
     pub(crate) token: Option<TokenSource>,
     pub(crate) request_timeout: Duration,
     pub(crate) drain_timeout: Duration,
@@ -256,7 +259,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            nats_url: DEFAULT_NATS_URL.to_owned(),
+            nats: NatsArgs::from_lookup(&|_| None),
             token: None,
             request_timeout: crate::client::DEFAULT_REQUEST_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
@@ -271,11 +274,7 @@ impl Default for Config {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
-            .field(
-                "nats_url",
-                &ServerList::parse(&self.nats_url)
-                    .map_or_else(|e| e.to_string(), |l| l.to_string()),
-            )
+            .field("nats", &self.nats)
             .field("token", &self.token)
             .field("request_timeout", &self.request_timeout)
             .field("drain_timeout", &self.drain_timeout)
@@ -319,12 +318,11 @@ impl Config {
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
         };
-        let mut config = Config::default();
-        if let Some(url) = get("NATS_URL") {
-            ServerList::parse(&url)
-                .map_err(|e| ConfigError::new(ConfigErrorKind::InvalidNatsUrl, e.to_string()))?;
-            config.nats_url = url;
-        }
+        let mut config = Config {
+            nats: NatsArgs::from_lookup(env),
+            ..Config::default()
+        };
+        config.nats_settings()?;
         config.token = match (get("ABI_MODULE_KEY"), get("ABI_SERVICE_TOKEN")) {
             (Some(key), _) => Some(TokenSource::module_key(module_id, key)),
             (None, Some(token)) => Some(TokenSource::issued(token)),
@@ -375,8 +373,30 @@ impl Config {
     /// run with [`RunErrorKind::Connect`](crate::RunErrorKind::Connect).
     #[must_use]
     pub fn nats_url(mut self, url: impl Into<String>) -> Self {
-        self.nats_url = url.into();
+        self.nats.nats_url = url.into();
         self
+    }
+
+    /// The NATS settings, checked: the URL list, credentials and TLS read
+    /// from the environment (`NATS_URL`, `NATS_CREDS`, `NATS_USER` /
+    /// `NATS_PASSWORD`, `NATS_TOKEN`, `NATS_NKEY_FILE`, `NATS_TLS_*`,
+    /// `ABI_CONNECT_TIMEOUT_SECS`), as every abi process reads them.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigErrorKind::InvalidNatsUrl`] for a malformed URL list,
+    /// [`ConfigErrorKind::InvalidNats`] for any other bad NATS setting; the
+    /// message lists every problem.
+    pub fn nats_settings(&self) -> Result<NatsSettings, ConfigError> {
+        self.nats.validate().map_err(|errors| {
+            let kind = if errors.iter().all(|e| e.setting == "NATS_URL") {
+                ConfigErrorKind::InvalidNatsUrl
+            } else {
+                ConfigErrorKind::InvalidNats
+            };
+            let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            ConfigError::new(kind, lines.join("; "))
+        })
     }
 
     /// The token source (default from `ABI_MODULE_KEY`/`ABI_SERVICE_TOKEN`, else none).
@@ -478,7 +498,7 @@ mod tests {
             ("ABI_HEALTH_PORT", "0"),
         ]);
         let config = Config::from_lookup("m", &env).unwrap();
-        assert_eq!(config.nats_url, "nats://n:4222");
+        assert_eq!(config.nats.nats_url, "nats://n:4222");
         let discovery = config.discovery.unwrap();
         assert_eq!(discovery.project, "p1");
         assert_eq!(discovery.rollout_id, "r-2");

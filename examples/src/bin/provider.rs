@@ -23,19 +23,12 @@ use abi_sdk::run_module;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Logs go to stderr; ABI_LOG (or RUST_LOG) filters them, default info.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ABI_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: `docker logs` and files get plain text.
-        .with_ansi(
-            std::io::IsTerminal::is_terminal(&std::io::stderr())
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-        )
-        .init();
+    // Logs go to stderr: ABI_LOG (or RUST_LOG) filters them (default info),
+    // ABI_LOG_FORMAT=json for log shippers, colours only on a terminal.
+    if let Err(error) = abi_process::logs::init("info") {
+        eprintln!("{error}");
+        return ExitCode::from(2);
+    }
     let work_ms = std::env::var("DEMO_WORK_MS")
         .ok()
         .and_then(|v| v.parse().ok())

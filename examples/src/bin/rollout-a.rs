@@ -77,18 +77,12 @@ impl Module for RolloutA {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ABI_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colours only on a terminal: `docker logs` and files get plain text.
-        .with_ansi(
-            std::io::IsTerminal::is_terminal(&std::io::stderr())
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-        )
-        .init();
+    // Logs go to stderr: ABI_LOG (or RUST_LOG) filters them (default info),
+    // ABI_LOG_FORMAT=json for log shippers, colours only on a terminal.
+    if let Err(error) = abi_process::logs::init("info") {
+        eprintln!("{error}");
+        return ExitCode::from(2);
+    }
     // The rollout id doubles as the package version here, so that `abictl ls`
     // shows which generation each instance belongs to.
     let version = std::env::var("ABI_ROLLOUT_ID").unwrap_or_else(|_| "1.0.0".into());

@@ -138,10 +138,8 @@ fn millis(key: &str) -> Option<Duration> {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("ABI_LOG"))
-        .with_writer(std::io::stderr)
-        .init();
+    // The test harness reads stdout; logs (ABI_LOG, off by default) go to stderr.
+    let _ = abi_process::logs::init("off");
     let id = env("E2E_ID").unwrap_or_else(|| "e2e".into());
     let mut spec =
         ModuleSpec::new(&id).package_version(env("E2E_VERSION").unwrap_or_else(|| "1.0.0".into()));

@@ -331,7 +331,19 @@ async fn connect(
     lost: CancellationToken,
 ) -> Result<async_nats::Client, RunError> {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into());
-    let options = async_nats::ConnectOptions::new()
+    let settings = config
+        .nats_settings()
+        .map_err(|e| RunError::new(RunErrorKind::Config, e.to_string()).with_source(e))?;
+    let connect_error = |e: abi_process::ConnectError| match e {
+        abi_process::ConnectError::TimedOut { .. } => {
+            RunError::new(RunErrorKind::TimedOut, e.to_string())
+        }
+        other => RunError::new(RunErrorKind::Connect, other.to_string()).with_source(other),
+    };
+    let options = settings
+        .options(&format!("{module_id}@{host}"))
+        .await
+        .map_err(connect_error)?
         .event_callback(move |event| {
             let lost = lost.clone();
             async move {
@@ -346,24 +358,9 @@ async fn connect(
             }
         })
         .max_reconnects(config.max_reconnects)
-        .name(format!("{module_id}@{host}"))
         .custom_inbox_prefix(MODULE_INBOX_PREFIX)
-        .connection_timeout(config.request_timeout)
         .request_timeout(Some(config.request_timeout));
-    let servers = abi_wire::ServerList::parse(&config.nats_url)
-        .map_err(|e| RunError::new(RunErrorKind::Connect, e.to_string()))?;
-    match tokio::time::timeout(config.request_timeout, options.connect(servers.urls())).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(err)) => Err(RunError::new(
-            RunErrorKind::Connect,
-            format!("cannot connect to {servers}"),
-        )
-        .with_source(err)),
-        Err(_) => Err(RunError::new(
-            RunErrorKind::TimedOut,
-            format!("no NATS connection to {servers} in time"),
-        )),
-    }
+    settings.connect_with(options).await.map_err(connect_error)
 }
 
 async fn run_module_inner<M: Module>(module: &M, parts: Parts<'_>) -> Result<(), RunError> {
