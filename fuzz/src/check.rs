@@ -23,8 +23,9 @@ use std::time::{Duration, SystemTime};
 
 use abi_discovery::clock::ManualClock;
 use abi_discovery::config::Secret;
-use abi_discovery::discovery::{Discovery, DiscoveryConfig};
-use abi_discovery::endpoints::{Handler, OVERFLOW_REQUEST_HEADER};
+use abi_discovery::discovery::DiscoveryConfig;
+use abi_discovery::endpoints::OVERFLOW_REQUEST_HEADER;
+use abi_discovery::service::{HandlerConfig, ServiceCore};
 use abi_discovery::store::SnapshotStore as _;
 use abi_discovery::store::memory::MemoryStore;
 use abi_discovery::subjects::Operation;
@@ -34,7 +35,6 @@ use abi_registry::Rules;
 use async_nats::HeaderMap;
 use prost::Message;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// The project secret of the harness.
 pub const SECRET: &str = "fuzz-secret-0123456789abcdef0123456789";
@@ -50,7 +50,6 @@ const TOKEN_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// Runs one input (see the module docs); panics on any violation.
 pub async fn run(input: &[u8]) {
     let store = Arc::new(MemoryStore::new());
-    let tracker = TaskTracker::new();
     let shutdown = CancellationToken::new();
     let rules = match Rules::new(20.0, ["api", "engine"]) {
         Ok(rules) => rules,
@@ -59,15 +58,18 @@ pub async fn run(input: &[u8]) {
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    let discovery = Discovery::start(
+    let core = ServiceCore::start(
         store.clone(),
         rules,
         Arc::new(ManualClock::new(now)),
         DiscoveryConfig::default(),
-        &tracker,
+        HandlerConfig {
+            secret: Secret::new(SECRET),
+            broker_max_payload: BROKER_MAX_PAYLOAD,
+        },
         shutdown.clone(),
     );
-    let handler = Handler::new(discovery, Secret::new(SECRET), BROKER_MAX_PAYLOAD);
+    let handler = core.handler();
     let tokens = tokens();
     let mut cursor = Cursor { data: input };
     for _ in 0..MAX_STEPS {
@@ -119,8 +121,7 @@ pub async fn run(input: &[u8]) {
         }
     }
     shutdown.cancel();
-    tracker.close();
-    tracker.wait().await;
+    core.stopped().await;
 }
 
 async fn read(store: &MemoryStore) -> Vec<u8> {

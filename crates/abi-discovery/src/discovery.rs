@@ -44,6 +44,7 @@ use crate::store::cache::SnapshotCache;
 use crate::store::coalesce::Coalescer;
 use crate::store::decode::{decode, error_chain};
 use crate::telemetry::{Counters, HistogramSnapshot};
+pub use crate::writer::{BUSY_MESSAGE, MAX_ATTEMPTS};
 use crate::writer::{WriteCmd, Writer, WriterConfig};
 
 /// Default writer queue capacity: enough for bursts from a few hundred
@@ -141,10 +142,11 @@ struct Reader {
 }
 
 impl Discovery {
-    /// Spawns the writer task on `tracker` and returns the facade. The writer
+    /// Spawns the writer task on `tracker` and returns the facade (embedders
+    /// start it through [`ServiceCore::start`](crate::service::ServiceCore::start)). The writer
     /// stops when `shutdown` fires, after committing what it already accepted;
     /// mutations sent after that are answered `UNAVAILABLE`.
-    pub fn start(
+    pub(crate) fn start(
         store: Arc<dyn SnapshotStore>,
         rules: Rules,
         clock: Arc<dyn Clock>,
@@ -387,7 +389,7 @@ impl Discovery {
     }
 
     /// Mutations per writer batch, since start.
-    pub fn batch_sizes(&self) -> HistogramSnapshot {
+    pub(crate) fn batch_sizes(&self) -> HistogramSnapshot {
         self.inner.counters.batch_sizes.0.snapshot()
     }
 

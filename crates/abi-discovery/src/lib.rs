@@ -2,23 +2,39 @@
 //! keeps the registry as one compare-and-swap-protected protobuf snapshot in a
 //! JetStream KV bucket. The rules themselves live in `abi-registry`.
 //!
-//! Code map: `store` (the snapshot port and its JetStream and in-memory
-//! adapters), `writer` (the group-commit writer task), `discovery` (the
-//! facade the endpoints call), `clock`, `config`, `subjects`, `endpoints`
-//! (NATS request handling), `micro` (the NATS micro-service endpoints),
-//! `metrics` (Prometheus text on `ABI_METRICS_ADDR`),
-//! `shutdown`, `run` (wiring it all together for the binary).
+//! Code map, leaves first (no module uses one listed after it):
+//! - `clock`, `subjects`, `error` (the core's [`DiscoveryError`]), `telemetry`
+//!   (counters and histograms), `store` (the snapshot port, its JetStream and
+//!   in-memory adapters, the cache and decoding);
+//! - `writer` (the group-commit writer task), `discovery` (the core the
+//!   endpoints call: lookups, and mutations through the writer);
+//! - `config`, `endpoints` (NATS request handling), `service` (the core
+//!   assembled: [`ServiceCore::start`]);
+//! - `micro` (the NATS micro-service endpoints) and `metrics` (Prometheus text
+//!   on `ABI_METRICS_ADDR`), which only read the others;
+//! - `shutdown`, `run` (wiring it all together for the binary).
+//!
+//! **API boundary:** what embedders use is public: the service core
+//! ([`ServiceCore`], [`Discovery`]), the request [`Handler`](endpoints::Handler)
+//! and its port, the store port and adapters, the clock, the config and `run`
+//! for the binary and the tests that run it in process. The writer, the
+//! metrics and micro-service responders, and the counters are internal.
 
 pub mod clock;
 pub mod config;
 pub mod discovery;
 pub mod endpoints;
 pub mod error;
-pub mod metrics;
-pub mod micro;
+pub(crate) mod metrics;
+pub(crate) mod micro;
 pub mod run;
+pub mod service;
 pub mod shutdown;
 pub mod store;
 pub mod subjects;
 pub(crate) mod telemetry;
-pub mod writer;
+pub(crate) mod writer;
+
+pub use discovery::{Discovery, DiscoveryConfig};
+pub use error::DiscoveryError;
+pub use service::{HandlerConfig, ServiceCore};

@@ -1,5 +1,5 @@
-//! Wiring for the binary: connect, open the bucket, start the writer and the
-//! endpoints, serve until the root token is cancelled, then stop in order.
+//! Wiring for the binary: connect, open the bucket, start the service core and
+//! the endpoints, serve until the root token is cancelled, then stop in order.
 //!
 //! Stop order: stop taking requests (the broker confirms the UNSUBs), answer the
 //! requests already received, close the writer's input and let it commit its last
@@ -9,35 +9,113 @@
 //! answered `UNAVAILABLE`, so `run` stops the same way and returns an error (the
 //! binary exits non-zero and its supervisor restarts it).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
-use async_nats::{Client, ConnectOptions};
+use async_nats::Client;
+use tokio::task::JoinError;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::SystemClock;
-use crate::config::{NatsAuth, Valid};
-use crate::discovery::{DEFAULT_MAX_DELAY, Discovery, DiscoveryConfig};
-use crate::endpoints::{self, Handler, Stats};
+use crate::config::Valid;
+use crate::discovery::{DEFAULT_MAX_DELAY, DiscoveryConfig};
+use crate::endpoints::serve::ServeError;
+use crate::endpoints::{self, Stats};
 use crate::metrics::{self, Metrics};
 use crate::micro;
+use crate::service::{HandlerConfig, ServiceCore};
+use crate::store::StoreError;
 use crate::store::jetstream::{JetStreamStore, JetStreamStoreConfig, bucket_name};
+
+/// Why the service could not start, or did not stop cleanly. `Display` is one
+/// line for an operator; the cause, when there is one, is the source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// Connecting to NATS failed (the message says where and why).
+    #[error(transparent)]
+    Connect(#[from] abi_process::ConnectError),
+    /// The registry bucket could not be opened or created.
+    #[error("could not open the registry bucket {bucket}")]
+    OpenBucket {
+        /// The bucket's name.
+        bucket: String,
+        /// What the store said.
+        #[source]
+        source: StoreError,
+    },
+    /// The lease or admin settings do not make valid rules.
+    #[error("invalid registry rules")]
+    Rules(#[source] abi_registry::RulesError),
+    /// The metrics address could not be bound.
+    #[error("could not serve metrics on {addr} (ABI_METRICS_ADDR)")]
+    Metrics {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The bind error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The discovery endpoints could not be subscribed.
+    #[error("could not subscribe the discovery endpoints")]
+    Subscribe(#[source] ServeError),
+    /// The `$SRV` endpoints could not be subscribed.
+    #[error("could not subscribe the micro-service endpoints")]
+    SubscribeMicro(#[source] async_nats::SubscribeError),
+    /// The endpoints did not stop within the grace period.
+    #[error("stopping the endpoints took longer than the grace period")]
+    StopOverran,
+    /// The registry writer task died (its panic was logged).
+    #[error("the registry writer task died")]
+    WriterDied,
+    /// The endpoints stopped with an error (say the connection closed).
+    #[error("discovery endpoints failed")]
+    Endpoints(#[source] ServeError),
+    /// The endpoints' task panicked or was cancelled.
+    #[error("discovery endpoints task failed")]
+    EndpointsTask(#[source] JoinError),
+    /// Requests were still being handled when the grace period ended.
+    #[error("some requests were still running when the grace period ended")]
+    RequestsOverran,
+    /// The writer had not committed its last batch when the grace period ended.
+    #[error("the registry writer did not finish within the grace period")]
+    WriterOverran,
+    /// The last replies could not be flushed to the broker.
+    #[error("could not flush the last replies to NATS")]
+    Flush,
+}
+
+/// Runs the service until `shutdown` is cancelled, then stops gracefully: see
+/// [`run_service`], whose error this returns as an `anyhow::Error` (the
+/// embedders that spawn it hold its task as `JoinHandle<anyhow::Result<()>>`).
+///
+/// # Errors
+///
+/// As [`run_service`].
+///
+/// # Cancel safety
+///
+/// As [`run_service`].
+pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> {
+    Ok(run_service(cfg, shutdown).await?)
+}
 
 /// Runs the service until `shutdown` is cancelled, then stops gracefully.
 ///
 /// # Errors
 ///
 /// Connecting, opening the bucket or subscribing failed (one line each, with its
-/// cause), the connection was lost for good, or stopping overran the grace period.
+/// cause), the connection was lost for good, the writer died, or stopping overran
+/// the grace period: one [`RunError`] variant each.
 ///
 /// # Cancel safety
 ///
 /// Cancel `shutdown` instead of dropping this future: dropping it abandons the
 /// requests in flight.
-pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run_service(cfg: Valid, shutdown: CancellationToken) -> Result<(), RunError> {
     let client = connect(&cfg).await?;
     let max_payload = client.server_info().max_payload;
     let jetstream = async_nats::jetstream::new(client.clone());
@@ -50,20 +128,17 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
         },
     )
     .await
-    .with_context(|| {
-        format!(
-            "could not open the registry bucket {}",
-            bucket_name(cfg.project.as_str())
-        )
+    .map_err(|source| RunError::OpenBucket {
+        bucket: bucket_name(cfg.project.as_str()),
+        source,
     })?;
 
     let rules = abi_registry::Rules::new(cfg.lease_seconds, cfg.admin_identities.iter().cloned())
-        .context("invalid registry rules")?;
+        .map_err(RunError::Rules)?;
     // The writer outlives the endpoints: it stops only once every request received
-    // has been answered, so it gets its own token and tracker.
-    let writer_tracker = TaskTracker::new();
+    // has been answered, so it gets its own token.
     let writer_stop = CancellationToken::new();
-    let discovery = Discovery::start(
+    let core = ServiceCore::start(
         Arc::new(store),
         rules,
         Arc::new(SystemClock),
@@ -73,10 +148,13 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
             max_delay: DEFAULT_MAX_DELAY,
             store_timeout: cfg.store_timeout,
         },
-        &writer_tracker,
+        HandlerConfig {
+            secret: cfg.secret.clone(),
+            broker_max_payload: max_payload,
+        },
         writer_stop.clone(),
     );
-    writer_tracker.close();
+    let discovery = core.discovery().clone();
 
     let stats = Arc::new(Stats::default());
     let writer_failed = discovery.writer_failed();
@@ -91,21 +169,16 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
                 metrics_stop.clone(),
             )
             .await
-            .with_context(|| format!("could not serve metrics on {addr} (ABI_METRICS_ADDR)"))?,
+            .map_err(|source| RunError::Metrics { addr, source })?,
         ),
         None => None,
     };
-    let handler = Arc::new(Handler::new(
-        discovery.clone(),
-        cfg.secret.clone(),
-        max_payload,
-    ));
     let requests = TaskTracker::new();
     let stop_serving = shutdown.child_token();
     let mut serving = endpoints::serve(
         client.clone(),
         &cfg.project,
-        handler,
+        Arc::clone(core.handler()),
         Arc::clone(&stats),
         endpoints::Limits {
             max_concurrent: cfg.max_concurrent_requests,
@@ -115,7 +188,7 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
         stop_serving.clone(),
     )
     .await
-    .context("could not subscribe the discovery endpoints")?;
+    .map_err(RunError::Subscribe)?;
     // Announced only once the endpoints serve (the broker confirmed them), so a tool
     // that sees this process in `$SRV.PING` can reach it through the queue group.
     let micro_task = micro::serve(
@@ -125,7 +198,7 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
         stop_serving.clone(),
     )
     .await
-    .context("could not subscribe the micro-service endpoints")?;
+    .map_err(RunError::SubscribeMicro)?;
     tracing::info!(
         project = %cfg.project,
         lease_seconds = cfg.lease_seconds,
@@ -145,7 +218,7 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
         Some(ended) => ended,
         None => match tokio::time::timeout_at(deadline, &mut serving.task).await {
             Ok(ended) => ended,
-            Err(_) => bail!("stopping the endpoints took longer than the grace period"),
+            Err(_) => return Err(RunError::StopOverran),
         },
     };
     // Requests received are answered before the writer stops.
@@ -154,7 +227,7 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
         .await
         .is_ok();
     writer_stop.cancel();
-    let committed = tokio::time::timeout_at(deadline, writer_tracker.wait())
+    let committed = tokio::time::timeout_at(deadline, core.stopped())
         .await
         .is_ok();
     let _ = tokio::time::timeout_at(deadline, micro_task).await;
@@ -174,67 +247,29 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
     }
 
     if discovery.writer_has_failed() {
-        bail!("the registry writer task died");
+        return Err(RunError::WriterDied);
     }
 
     match serve_result {
         Ok(Ok(())) => {}
-        Ok(Err(error)) => return Err(error).context("discovery endpoints failed"),
-        Err(join) => return Err(join).context("discovery endpoints task failed"),
+        Ok(Err(error)) => return Err(RunError::Endpoints(error)),
+        Err(join) => return Err(RunError::EndpointsTask(join)),
     }
     if !answered {
-        bail!("some requests were still running when the grace period ended");
+        return Err(RunError::RequestsOverran);
     }
     if !committed {
-        bail!("the registry writer did not finish within the grace period");
+        return Err(RunError::WriterOverran);
     }
     if !flushed {
-        bail!("could not flush the last replies to NATS");
+        return Err(RunError::Flush);
     }
     tracing::info!("abi-discovery stopped");
     Ok(())
 }
 
-/// Connects with the configured authentication and TLS, within the connect deadline.
-async fn connect(cfg: &Valid) -> anyhow::Result<Client> {
-    let mut options = match &cfg.nats_auth {
-        NatsAuth::CredsFile(path) => ConnectOptions::with_credentials_file(path)
-            .await
-            .with_context(|| {
-                format!(
-                    "could not read the NATS credentials file {}",
-                    path.display()
-                )
-            })?,
-        _ => ConnectOptions::new(),
-    };
-    options = match &cfg.nats_auth {
-        NatsAuth::None | NatsAuth::CredsFile(_) => options,
-        NatsAuth::UserPassword(user, password) => {
-            options.user_and_password(user.clone(), password.expose().to_owned())
-        }
-        NatsAuth::Token(token) => options.token(token.expose().to_owned()),
-        NatsAuth::NKey(seed) => options.nkey(seed.expose().to_owned()),
-    };
-    if let Some(ca) = &cfg.nats_tls.ca {
-        options = options.add_root_certificates(ca.clone());
-    }
-    if let Some((cert, key)) = &cfg.nats_tls.client_cert {
-        options = options.add_client_certificate(cert.clone(), key.clone());
-    }
-    options = options
-        .require_tls(cfg.nats_tls.required)
-        .name(micro::SERVICE_NAME)
-        .connection_timeout(cfg.connect_timeout);
-    let shown = &cfg.nats_url;
-    match tokio::time::timeout(cfg.connect_timeout, options.connect(cfg.nats_url.urls())).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(error)) => {
-            Err(error).with_context(|| format!("could not connect to NATS at {shown}"))
-        }
-        Err(_) => bail!(
-            "could not connect to NATS at {shown}: no answer within {:?}",
-            cfg.connect_timeout
-        ),
-    }
+/// Connects with the configured servers, authentication and TLS, within
+/// the connect deadline.
+async fn connect(cfg: &Valid) -> Result<Client, abi_process::ConnectError> {
+    cfg.nats.connect(micro::SERVICE_NAME).await
 }

@@ -58,24 +58,26 @@ async fn the_check_sees_refusals() {
 async fn refused_register_code() -> Option<String> {
     use abi_discovery::clock::ManualClock;
     use abi_discovery::config::Secret;
-    use abi_discovery::discovery::{Discovery, DiscoveryConfig};
-    use abi_discovery::endpoints::Handler;
+    use abi_discovery::discovery::DiscoveryConfig;
+    use abi_discovery::service::{HandlerConfig, ServiceCore};
     use abi_discovery::store::memory::MemoryStore;
     use abi_discovery::subjects::Operation;
     use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 
-    let tracker = tokio_util::task::TaskTracker::new();
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let discovery = Discovery::start(
+    let core = ServiceCore::start(
         Arc::new(MemoryStore::new()),
         abi_registry::Rules::new(20.0, ["api"]).ok()?,
         Arc::new(ManualClock::new(1.0e9)),
         DiscoveryConfig::default(),
-        &tracker,
+        HandlerConfig {
+            secret: Secret::new(check::SECRET),
+            broker_max_payload: 1 << 20,
+        },
         shutdown.clone(),
     );
-    let handler = Handler::new(discovery, Secret::new(check::SECRET), 1 << 20);
+    let handler = core.handler();
     let key = abi_auth::module_key(check::SECRET, "fz-b").ok()?;
     let token = abi_auth::issue_module_token(
         "fz-b",
@@ -108,7 +110,6 @@ async fn refused_register_code() -> Option<String> {
     let carried = check::decode_error(Operation::Register, &reply.payload).ok()?;
     assert_eq!(carried, reply.error);
     shutdown.cancel();
-    tracker.close();
-    tracker.wait().await;
+    core.stopped().await;
     carried.map(|e| e.code)
 }

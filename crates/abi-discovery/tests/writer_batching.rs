@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use abi_discovery::discovery::{BUSY_MESSAGE, MAX_ATTEMPTS};
 use abi_discovery::discovery::{Discovery, DiscoveryConfig};
 use abi_discovery::error::UNAVAILABLE_MESSAGE;
 use abi_discovery::store::SnapshotStore;
 use abi_discovery::store::memory::MemoryStore;
-use abi_discovery::writer::{BUSY_MESSAGE, MAX_ATTEMPTS};
 use abi_registry::{ErrorCode, Mutation, Rules};
 use core_common::*;
 use tokio::sync::Semaphore;
@@ -330,10 +330,9 @@ async fn shutdown_commits_what_was_queued_then_refuses() {
         registered(handle.await.unwrap());
     }
     let Harness {
-        discovery, tracker, ..
+        discovery, core, ..
     } = harness;
-    tracker.close();
-    tokio::time::timeout(DEADLINE, tracker.wait())
+    tokio::time::timeout(DEADLINE, core.stopped())
         .await
         .unwrap();
     let late = discovery.mutate(register("late"), OWNER).await.unwrap_err();

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use abi_discovery::clock::SystemClock;
 use abi_discovery::config::Secret;
-use abi_discovery::discovery::{Discovery, DiscoveryConfig};
-use abi_discovery::endpoints::Handler;
+use abi_discovery::discovery::DiscoveryConfig;
+use abi_discovery::service::{HandlerConfig, ServiceCore};
 use abi_discovery::store::Snapshot;
 use abi_discovery::store::memory::MemoryStore;
 use abi_discovery::subjects::Operation;
@@ -18,7 +18,6 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// The broker payload limit the handler is told about (the NATS default).
 const BROKER_MAX_PAYLOAD: usize = 1024 * 1024;
@@ -27,7 +26,7 @@ const BROKER_MAX_PAYLOAD: usize = 1024 * 1024;
 #[derive(Debug)]
 pub(crate) struct InProcessService {
     project: String,
-    handler: Handler<Discovery>,
+    core: ServiceCore,
     store: Arc<MemoryStore>,
     snapshots: watch::Sender<LocalSnapshot>,
     /// While set, every request fails as if the service were down.
@@ -41,20 +40,21 @@ impl InProcessService {
     pub(crate) fn start(project: String, rules: abi_registry::Rules, secret: &str) -> Arc<Self> {
         let store = Arc::new(MemoryStore::new());
         let shutdown = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        let discovery = Discovery::start(
+        let core = ServiceCore::start(
             store.clone(),
             rules,
             Arc::new(SystemClock),
             DiscoveryConfig::default(),
-            &tracker,
+            HandlerConfig {
+                secret: Secret::new(secret),
+                broker_max_payload: BROKER_MAX_PAYLOAD,
+            },
             shutdown.clone(),
         );
-        tracker.close();
         let (snapshots, _) = watch::channel(LocalSnapshot::default());
         let service = Arc::new(Self {
             project,
-            handler: Handler::new(discovery, Secret::new(secret), BROKER_MAX_PAYLOAD),
+            core,
             store,
             snapshots,
             paused: AtomicBool::new(false),
@@ -132,7 +132,11 @@ impl LocalDiscovery for InProcessService {
             }
             let mut headers = HeaderMap::new();
             headers.insert(abi_auth::AUTH_HEADER, token);
-            let reply = self.handler.handle(op, Some(&headers), &payload).await;
+            let reply = self
+                .core
+                .handler()
+                .handle(op, Some(&headers), &payload)
+                .await;
             Ok(Bytes::from(reply.payload))
         })
     }

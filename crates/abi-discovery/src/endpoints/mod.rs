@@ -8,10 +8,10 @@
 
 pub mod backend;
 pub mod handle;
-pub mod serve;
-pub mod stats;
+pub(crate) mod serve;
+pub(crate) mod stats;
 
 pub use backend::{Backend, Failure};
 pub use handle::{Handler, MAX_PAYLOAD_CAP, OVERFLOW_REQUEST_HEADER, Reply};
-pub use serve::{Limits, ServeError, Serving, serve};
-pub use stats::{EndpointSnapshot, Stats};
+pub(crate) use serve::{Limits, serve};
+pub(crate) use stats::Stats;

@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use abi_discovery::clock::ManualClock;
+use abi_discovery::config::Secret;
 use abi_discovery::discovery::{Discovery, DiscoveryConfig, DiscoveryError};
+use abi_discovery::endpoints::MAX_PAYLOAD_CAP;
+use abi_discovery::service::{HandlerConfig, ServiceCore};
 use abi_discovery::store::jetstream::{JetStreamStore, JetStreamStoreConfig};
 use abi_discovery::store::{CasError, Snapshot, SnapshotStore, StoreError};
 pub use abi_proto::discovery::v1 as pb;
@@ -21,12 +24,14 @@ use futures::future::BoxFuture;
 use prost::Message;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// The identity the tests register as.
 pub const OWNER: &str = "owner";
 /// A fixed "now" for the manual clock, far from any lease expiry.
 pub const NOW: f64 = 1_800_000_000.0;
+/// The project secret of the harness's handler (the core tests call the
+/// core directly, without tokens).
+pub const SECRET: &str = "core-tests-secret-0123456789abcdef";
 /// Generous deadline for anything that should happen soon on a loaded box.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -115,32 +120,35 @@ pub fn replay(rules: &Rules, mutations: &[(Mutation, &str)], now: f64) -> Regist
     state
 }
 
-/// A started [`Discovery`] with its shutdown handles.
+/// A started service core with its shutdown handle; the tests call its
+/// [`Discovery`] directly.
 pub struct Harness {
     pub discovery: Discovery,
     pub clock: Arc<ManualClock>,
-    pub tracker: TaskTracker,
+    pub core: ServiceCore,
     pub shutdown: CancellationToken,
 }
 
 impl Harness {
-    /// A Discovery over `store` with a manual clock at [`NOW`].
+    /// A service core over `store` with a manual clock at [`NOW`].
     pub fn start(store: Arc<dyn SnapshotStore>, cfg: DiscoveryConfig) -> Self {
         let clock = Arc::new(ManualClock::new(NOW));
-        let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
-        let discovery = Discovery::start(
+        let core = ServiceCore::start(
             store,
             Rules::default(),
             clock.clone(),
             cfg,
-            &tracker,
+            HandlerConfig {
+                secret: Secret::new(SECRET),
+                broker_max_payload: MAX_PAYLOAD_CAP,
+            },
             shutdown.clone(),
         );
         Self {
-            discovery,
+            discovery: core.discovery().clone(),
             clock,
-            tracker,
+            core,
             shutdown,
         }
     }
@@ -148,8 +156,7 @@ impl Harness {
     /// Stops the writer and waits for it (bounded).
     pub async fn stop(self) {
         self.shutdown.cancel();
-        self.tracker.close();
-        tokio::time::timeout(DEADLINE, self.tracker.wait())
+        tokio::time::timeout(DEADLINE, self.core.stopped())
             .await
             .expect("writer stops");
     }
