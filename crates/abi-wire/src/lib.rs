@@ -7,7 +7,8 @@
 //! - [`codes`]: the wire error codes ([`ErrorCode`]);
 //! - [`status`]: the instance status names;
 //! - [`auth`]: the token header;
-//! - [`nats`]: how a process names its NATS servers ([`ServerList`]).
+//! - [`nats`]: how a process names its NATS servers ([`ServerList`]);
+//! - [`rpc`]: each request type bound to its operation and response ([`rpc::Rpc`]).
 //!
 //! The subjects of documents, jobs, agents and models come here as those
 //! surfaces land.
@@ -16,6 +17,7 @@ pub mod auth;
 pub mod codes;
 pub mod discovery;
 pub mod nats;
+pub mod rpc;
 pub mod status;
 
 pub use auth::AUTH_HEADER;
