@@ -25,11 +25,7 @@ impl Project {
     ///
     /// [`InvalidProject`] if it is empty, longer than 64 or has another character.
     pub fn new(name: &str) -> Result<Self, InvalidProject> {
-        let valid = (1..=64).contains(&name.len())
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if valid {
+        if crate::names::token(name, 64) {
             Ok(Self(name.to_owned()))
         } else {
             Err(InvalidProject(name.to_owned()))

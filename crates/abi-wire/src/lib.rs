@@ -6,6 +6,7 @@
 //!   and key, caps and the reference's defaults;
 //! - [`codes`]: the wire error codes ([`ErrorCode`]);
 //! - [`status`]: the instance status names;
+//! - [`names`]: the identifier patterns (module, instance, rollout, app);
 //! - [`auth`]: the token header;
 //! - [`nats`]: how a process names its NATS servers ([`ServerList`]);
 //! - [`rpc`]: each request type bound to its operation and response ([`rpc::Rpc`]).
@@ -16,6 +17,7 @@
 pub mod auth;
 pub mod codes;
 pub mod discovery;
+pub mod names;
 pub mod nats;
 pub mod rpc;
 pub mod status;
