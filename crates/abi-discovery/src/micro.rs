@@ -7,12 +7,15 @@
 //! answers (plain subscriptions, no queue group), as ADR-32 requires.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use async_nats::{Client, Subscriber};
 use futures::stream::{SelectAll, StreamExt as _};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use time::OffsetDateTime;
+use time::format_description::StaticFormatDescription;
+use time::macros::format_description;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -285,61 +288,20 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// A unique-enough id for this process: 22 base-62 characters, like a NUID.
+/// A fresh id for this process: a NUID (22 base-62 characters), as the NATS
+/// micro-service clients give their instances.
 fn new_id() -> String {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    // RandomState is seeded randomly per process; mixing in the pid and the time keeps
-    // ids distinct even if two processes drew the same seed.
-    let mut out = String::with_capacity(22);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let mut words = [0_u64; 2];
-    for (i, word) in words.iter_mut().enumerate() {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u128(nanos);
-        hasher.write_u32(std::process::id());
-        hasher.write_usize(i);
-        *word = hasher.finish();
-    }
-    let mut value = (u128::from(words[0]) << 64) | u128::from(words[1]);
-    for _ in 0..22 {
-        out.push(char::from(ALPHABET[(value % 62) as usize]));
-        value /= 62;
-    }
-    out
+    nuid::next().to_string()
 }
 
-/// `t` as RFC 3339 in UTC with nanoseconds, as Go marshals a `time.Time`.
+/// `t` as RFC 3339 in UTC with nanoseconds (always nine digits), the shape
+/// this service has always reported in `$SRV.STATS`.
 fn rfc3339(t: SystemTime) -> String {
-    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:09}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        since.subsec_nanos()
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month as u32, day as u32)
+    const FORMAT: StaticFormatDescription =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:9]Z");
+    // Every component the description names is in an `OffsetDateTime` and a
+    // `String` takes any output, so formatting cannot fail.
+    OffsetDateTime::from(t).format(FORMAT).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -358,6 +320,8 @@ mod tests {
 
     #[test]
     fn dates() {
+        use std::time::UNIX_EPOCH;
+
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000000000Z");
         let t = UNIX_EPOCH + Duration::new(1_709_210_096, 5);
         assert_eq!(rfc3339(t), "2024-02-29T12:34:56.000000005Z");
