@@ -13,13 +13,15 @@ use crate::discovery::Discovery;
 use crate::error::DiscoveryError;
 
 /// Why the registry did not answer a request.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Failure {
     /// A rule refused it: the caller gets the code and `"CODE: message"`.
+    #[error(transparent)]
     Refused(abi_registry::Error),
     /// The registry could not be read or written: the caller gets `UNAVAILABLE` and
     /// a fixed message. `detail` is logged by the edge; `None` when the failure was
     /// already logged where it happened.
+    #[error("the registry could not be read or written")]
     Unavailable {
         /// What went wrong, for the log only.
         detail: Option<String>,
