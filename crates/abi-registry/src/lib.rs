@@ -55,6 +55,7 @@ mod lease;
 mod lookup;
 mod mutate;
 mod patterns;
+mod policy;
 mod record;
 mod rollout;
 mod rules;
@@ -67,7 +68,7 @@ pub use error::{Error, ErrorCode};
 pub use lease::lease_hash;
 pub use lookup::{LookupSource, Prepared};
 pub use pb::RegistryState;
-pub use rules::{Rules, RulesError};
+pub use policy::{Rules, RulesError};
 
 pub use abi_wire::discovery::{
     DEFAULT_ADMIN_IDENTITIES, DEFAULT_LEASE_SECONDS, MAX_INSTANCES, MAX_SNAPSHOT_BYTES,
