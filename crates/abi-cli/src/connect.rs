@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use abi_sdk::{DiscoveryClient, TokenSource};
+use abi_sdk::DiscoveryClient;
 
 use crate::auth::{self, Env};
 use crate::cli::Global;
@@ -54,17 +54,4 @@ pub async fn client(global: &Global, env: Env<'_>) -> Result<DiscoveryClient, Fa
     let nats = nats(global).await?;
     Ok(DiscoveryClient::new(nats, global.project.clone(), token)
         .request_timeout(Duration::from_secs(global.timeout_secs.max(1))))
-}
-
-/// A discovery client for reading the KV key only (`watch`): no call is
-/// sent, so no credentials are needed.
-///
-/// # Errors
-///
-/// NATS unreachable (exit 3).
-pub async fn reader(global: &Global) -> Result<DiscoveryClient, Failure> {
-    let nats = nats(global).await?;
-    // The watch reads the KV key directly and never sends this token.
-    let unused = TokenSource::issued("unused");
-    Ok(DiscoveryClient::new(nats, global.project.clone(), unused))
 }

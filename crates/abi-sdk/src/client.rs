@@ -240,9 +240,7 @@ impl DiscoveryClient {
     /// [`DiscoveryClient::watch`] with explicit timings.
     pub fn watch_with(&self, options: WatchOptions) -> RegistryWatch {
         match self.transport.link() {
-            Link::Nats(client) => {
-                RegistryWatch::spawn(client.clone(), self.project.to_string(), options)
-            }
+            Link::Nats(client) => RegistryWatch::new(client.clone(), &self.project, options),
             Link::Local(service) => {
                 RegistryWatch::spawn_local(service.snapshots(&self.project), options)
             }

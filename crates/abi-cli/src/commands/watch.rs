@@ -3,7 +3,7 @@
 use std::io::Write as _;
 use std::time::Duration;
 
-use abi_sdk::{RegistryEvent, pb};
+use abi_sdk::{RegistryEvent, RegistryWatch, WatchOptions, pb};
 use futures::StreamExt as _;
 use serde_json::json;
 
@@ -19,8 +19,10 @@ use crate::snapshot::now_epoch;
 ///
 /// NATS unreachable. A registry that does not exist yet is waited for.
 pub async fn run(cx: Ctx<'_>, for_secs: Option<f64>) -> anyhow::Result<()> {
-    let client = connect::reader(cx.global).await?;
-    let mut events = client.watch();
+    // The watch only reads the registry's KV key: no discovery call, so no
+    // credentials for one.
+    let nats = connect::nats(cx.global).await?;
+    let mut events = RegistryWatch::new(nats, &cx.global.project, WatchOptions::default());
     let until = async {
         match for_secs {
             Some(secs) => tokio::time::sleep(Duration::from_secs_f64(secs.max(0.0))).await,
