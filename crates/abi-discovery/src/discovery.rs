@@ -396,7 +396,7 @@ impl Discovery {
     /// The snapshot this process last read or wrote, as stored (expired
     /// records included), without asking the store: `None` before the first
     /// one and after a store failure. It may miss other owners' latest writes.
-    pub fn cached_snapshot(&self) -> Option<Arc<pb::RegistryState>> {
+    pub(crate) fn cached_snapshot(&self) -> Option<Arc<pb::RegistryState>> {
         self.inner
             .reader
             .cache
@@ -405,7 +405,7 @@ impl Discovery {
     }
 
     /// The service clock's current time, in seconds since the Unix epoch.
-    pub fn now(&self) -> f64 {
+    pub(crate) fn now(&self) -> f64 {
         self.inner.clock.now()
     }
 
