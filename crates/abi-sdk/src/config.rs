@@ -8,6 +8,7 @@ use std::time::Duration;
 use abi_process::{NatsArgs, NatsSettings};
 
 use crate::error::{Error, kind_display};
+use crate::runner::ModuleSpec;
 use crate::token::TokenSource;
 
 /// The discovery project when none is named (the reference's default).
@@ -287,6 +288,39 @@ impl fmt::Debug for Config {
 }
 
 impl Config {
+    /// Checks that this configuration can run the module `spec` declares:
+    /// the discovery settings ([`DiscoveryConfig::validate`]), discovery
+    /// configured when the module declares dependencies, and a module key
+    /// or service token when discovery is on. The runner calls it before
+    /// connecting.
+    ///
+    /// # Errors
+    ///
+    /// The first problem found, in that order: what `validate` reports,
+    /// [`ConfigErrorKind::DependenciesWithoutDiscovery`],
+    /// [`ConfigErrorKind::MissingToken`].
+    pub fn validate_for(&self, spec: &ModuleSpec) -> Result<(), ConfigError> {
+        if let Some(discovery) = &self.discovery {
+            discovery.validate()?;
+        }
+        if !spec.descriptor.dependencies.is_empty() && self.discovery.is_none() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::DependenciesWithoutDiscovery,
+                "this module declares module dependencies: configure discovery (ABI_PROJECT)",
+            ));
+        }
+        if self.discovery.is_some() && self.token.is_none() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::MissingToken,
+                format!(
+                    "set ABI_MODULE_KEY to the module key of {:?}, or ABI_SERVICE_TOKEN",
+                    spec.module_id()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Reads the process environment for module `module_id`:
     ///
     /// - `NATS_URL` (default `nats://127.0.0.1:4222`);
