@@ -36,7 +36,7 @@ async fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // One line with the causes, no backtrace: this is for an operator.
-            eprintln!("abi-discovery: {error:#}");
+            eprintln!("abi-discovery: {}", abi_process::error_chain(&error));
             ExitCode::FAILURE
         }
     }

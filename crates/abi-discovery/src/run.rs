@@ -88,21 +88,6 @@ pub enum RunError {
     Flush,
 }
 
-/// Runs the service until `shutdown` is cancelled, then stops gracefully: see
-/// [`run_service`], whose error this returns as an `anyhow::Error` (the
-/// embedders that spawn it hold its task as `JoinHandle<anyhow::Result<()>>`).
-///
-/// # Errors
-///
-/// As [`run_service`].
-///
-/// # Cancel safety
-///
-/// As [`run_service`].
-pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> {
-    Ok(run_service(cfg, shutdown).await?)
-}
-
 /// Runs the service until `shutdown` is cancelled, then stops gracefully.
 ///
 /// # Errors
@@ -115,7 +100,7 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> anyhow::Result<()> 
 ///
 /// Cancel `shutdown` instead of dropping this future: dropping it abandons the
 /// requests in flight.
-pub async fn run_service(cfg: Valid, shutdown: CancellationToken) -> Result<(), RunError> {
+pub async fn run(cfg: Valid, shutdown: CancellationToken) -> Result<(), RunError> {
     let client = connect(&cfg).await?;
     let max_payload = client.server_info().max_payload;
     let jetstream = async_nats::jetstream::new(client.clone());

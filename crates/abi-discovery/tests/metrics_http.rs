@@ -76,7 +76,7 @@ fn value(all: &BTreeMap<String, f64>, series: &str, body: &str) -> f64 {
 /// `run` in this process with metrics on `addr`.
 struct Service {
     shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
+    task: JoinHandle<Result<(), abi_discovery::run::RunError>>,
     metrics: SocketAddr,
 }
 
@@ -125,7 +125,7 @@ impl Service {
         panic!("no free port for the metrics in 5 attempts");
     }
 
-    async fn stop(self) -> anyhow::Result<()> {
+    async fn stop(self) -> Result<(), abi_discovery::run::RunError> {
         self.shutdown.cancel();
         tokio::time::timeout(CALL_TIMEOUT, self.task)
             .await

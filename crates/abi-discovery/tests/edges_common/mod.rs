@@ -102,7 +102,7 @@ pub fn register_request(module_id: &str, instance_id: &str) -> pb::RegisterReque
 /// `abi-discovery`'s `run` in this process, on its own task.
 pub struct Owner {
     shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
+    task: JoinHandle<Result<(), abi_discovery::run::RunError>>,
 }
 
 impl Owner {
@@ -128,7 +128,7 @@ impl Owner {
     }
 
     /// Stops it gracefully and returns what `run` returned.
-    pub async fn stop(self) -> anyhow::Result<()> {
+    pub async fn stop(self) -> Result<(), abi_discovery::run::RunError> {
         self.shutdown.cancel();
         tokio::time::timeout(CALL_TIMEOUT, self.task)
             .await
