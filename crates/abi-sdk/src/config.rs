@@ -168,9 +168,10 @@ impl DiscoveryConfig {
     /// Fills an empty rollout id and module list from the environment.
     pub(crate) fn fill_rollout(&mut self, env: &dyn Fn(&str) -> Option<String>) {
         if self.rollout_id.is_empty() {
-            self.rollout_id = env("ABI_ROLLOUT_ID")
-                .map(|s| s.trim().to_owned())
-                .unwrap_or_default();
+            // Not trimmed: the reference's `run_module` refuses an id with
+            // blanks ("Invalid rollout id") rather than joining another
+            // rollout than the one written.
+            self.rollout_id = env("ABI_ROLLOUT_ID").unwrap_or_default();
         }
         if self.rollout_modules.is_empty() {
             self.rollout_modules = env("ABI_ROLLOUT_MODULES")
@@ -592,5 +593,36 @@ mod tests {
             err(&[("ABI_HEALTH_PORT", "70000")]),
             ConfigErrorKind::InvalidHealth
         );
+    }
+
+    #[test]
+    fn a_rollout_id_with_blanks_is_refused_like_the_reference() {
+        for id in [" v2 ", "v2 ", " "] {
+            let from_env = Config::from_lookup(
+                "m",
+                &lookup(&[("ABI_PROJECT", "p"), ("ABI_ROLLOUT_ID", id)]),
+            );
+            assert_eq!(
+                from_env.unwrap_err().kind(),
+                ConfigErrorKind::InvalidRolloutId,
+                "{id:?}"
+            );
+            // A discovery configured in code takes the id from the
+            // environment when the module runs, and is refused the same way.
+            let mut in_code = DiscoveryConfig::default();
+            in_code.fill_rollout(&lookup(&[("ABI_ROLLOUT_ID", id)]));
+            assert_eq!(
+                in_code.validate().unwrap_err().kind(),
+                ConfigErrorKind::InvalidRolloutId,
+                "{id:?}"
+            );
+        }
+        // Empty is no rollout, as in the reference.
+        let config = Config::from_lookup(
+            "m",
+            &lookup(&[("ABI_PROJECT", "p"), ("ABI_ROLLOUT_ID", "")]),
+        )
+        .unwrap();
+        assert_eq!(config.discovery.unwrap().rollout_id, "");
     }
 }
