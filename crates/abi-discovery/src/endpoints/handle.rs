@@ -5,6 +5,7 @@
 use abi_proto::common::v1::CallError;
 use abi_proto::discovery::v1 as pb;
 use abi_registry::{ErrorCode, Mutation, Outcome};
+use abi_wire::rpc::{Reply as _, Rpc};
 use async_nats::HeaderMap;
 use prost::Message;
 
@@ -260,51 +261,22 @@ fn call_error(code: &str, message: &str) -> CallError {
     }
 }
 
-/// An empty `<Op>Response` carrying only `error`, encoded.
+/// The reply of `op` carrying only `error`, encoded (the reference's refusal).
 fn error_response(op: Operation, error: CallError) -> Vec<u8> {
-    let error = Some(error);
+    /// The refusal of the operation whose request type is `R`.
+    fn refusal<R: Rpc>(error: CallError) -> Vec<u8> {
+        R::Response::with_error(error).encode_to_vec()
+    }
     match op {
-        Operation::Register => pb::RegisterResponse {
-            error,
-            ..Default::default()
-        }
-        .encode_to_vec(),
-        Operation::Renew => pb::RenewResponse {
-            error,
-            ..Default::default()
-        }
-        .encode_to_vec(),
-        Operation::Unregister => pb::UnregisterResponse { error }.encode_to_vec(),
-        Operation::Evict => pb::EvictResponse {
-            error,
-            ..Default::default()
-        }
-        .encode_to_vec(),
-        Operation::GetModule => pb::GetModuleResponse {
-            error,
-            ..Default::default()
-        }
-        .encode_to_vec(),
-        Operation::ListModules => pb::ListModulesResponse {
-            error,
-            ..Default::default()
-        }
-        .encode_to_vec(),
-        Operation::AuthorizeAgent => pb::AuthorizeAgentResponse {
-            error,
-            ..Default::default()
-        }
-        .encode_to_vec(),
-        Operation::AuthorizeModel => pb::AuthorizeModelResponse {
-            error,
-            ..Default::default()
-        }
-        .encode_to_vec(),
-        Operation::AuthorizeApp => pb::AuthorizeAppResponse {
-            error,
-            ..Default::default()
-        }
-        .encode_to_vec(),
+        Operation::Register => refusal::<pb::RegisterRequest>(error),
+        Operation::Renew => refusal::<pb::RenewRequest>(error),
+        Operation::Unregister => refusal::<pb::UnregisterRequest>(error),
+        Operation::Evict => refusal::<pb::EvictRequest>(error),
+        Operation::GetModule => refusal::<pb::GetModuleRequest>(error),
+        Operation::ListModules => refusal::<pb::ListModulesRequest>(error),
+        Operation::AuthorizeAgent => refusal::<pb::AuthorizeAgentRequest>(error),
+        Operation::AuthorizeModel => refusal::<pb::AuthorizeModelRequest>(error),
+        Operation::AuthorizeApp => refusal::<pb::AuthorizeAppRequest>(error),
     }
 }
 
