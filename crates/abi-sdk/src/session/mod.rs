@@ -83,7 +83,7 @@ pub struct Session {
 /// A cheap handle on a session's state, for code that must not own it.
 #[derive(Clone, Debug)]
 pub struct SessionHandle {
-    shared: Arc<Lease>,
+    lease: Arc<Lease>,
 }
 
 impl Session {
@@ -110,12 +110,12 @@ impl Session {
         rollout: Rollout,
         instance_id: String,
     ) -> Result<Self, SessionError> {
-        let shared = Self::shared(client, descriptor, rollout, instance_id);
+        let lease = Self::unregistered(client, descriptor, rollout, instance_id);
         {
-            let _exchange = shared.exchange.lock().await;
-            shared.register().await.map_err(register_error)?;
+            let _exchange = lease.exchange.lock().await;
+            lease.register().await.map_err(register_error)?;
         }
-        Ok(Self::started(shared))
+        Ok(Self::started(lease))
     }
 
     /// Registers like [`Session::start`], but while nobody serves discovery
@@ -138,13 +138,13 @@ impl Session {
         wait: Duration,
     ) -> Result<Self, SessionError> {
         let deadline = Instant::now() + wait;
-        let shared = Self::shared(client, descriptor, rollout, ids::uuid4());
+        let lease = Self::unregistered(client, descriptor, rollout, ids::uuid4());
         let mut delay = FIRST_REGISTER_RETRY;
         let mut last: Option<CallError> = None;
         loop {
             let attempt = {
-                let _exchange = shared.exchange.lock().await;
-                tokio::time::timeout_at(deadline, shared.register()).await
+                let _exchange = lease.exchange.lock().await;
+                tokio::time::timeout_at(deadline, lease.register()).await
             };
             match attempt {
                 Ok(Ok(_)) => break,
@@ -154,7 +154,7 @@ impl Session {
                 {
                     if last.is_none() {
                         info!(
-                            module_id = %shared.descriptor.module_id,
+                            module_id = %lease.descriptor.module_id,
                             wait_secs = wait.as_secs_f64(),
                             "discovery does not serve this project yet; waiting for it"
                         );
@@ -173,11 +173,11 @@ impl Session {
                 }
             }
         }
-        Ok(Self::started(shared))
+        Ok(Self::started(lease))
     }
 
     /// The state of a session not registered yet.
-    fn shared(
+    fn unregistered(
         client: DiscoveryClient,
         descriptor: pb::ModuleDescriptor,
         rollout: Rollout,
@@ -194,12 +194,12 @@ impl Session {
         ))
     }
 
-    /// Starts renewing the lease `shared` just registered.
-    fn started(shared: Arc<Lease>) -> Self {
-        info!(instance_id = %shared.instance_id, module_id = %shared.descriptor.module_id, "registered with discovery");
-        let heartbeat = heartbeat::spawn(shared.clone());
+    /// Starts renewing `lease`, just registered.
+    fn started(lease: Arc<Lease>) -> Self {
+        info!(instance_id = %lease.instance_id, module_id = %lease.descriptor.module_id, "registered with discovery");
+        let heartbeat = heartbeat::spawn(lease.clone());
         Self {
-            handle: SessionHandle { shared },
+            handle: SessionHandle { lease },
             heartbeat: Some(heartbeat),
         }
     }
@@ -302,19 +302,19 @@ impl Session {
     /// lease left behind expires on its own.
     pub(crate) async fn close_within(mut self, limit: Option<Duration>) {
         let request = self.stop_renewing().await;
-        let shared = &self.handle.shared;
-        let call = shared.client.call(&request);
+        let lease = &self.handle.lease;
+        let call = lease.client.call(&request);
         let outcome = match limit {
             Some(limit) => tokio::time::timeout(limit, call).await,
             None => Ok(call.await),
         };
         match outcome {
-            Ok(Ok(_)) => info!(instance_id = %shared.instance_id, "unregistered from discovery"),
+            Ok(Ok(_)) => info!(instance_id = %lease.instance_id, "unregistered from discovery"),
             Ok(Err(err)) => {
-                warn!(instance_id = %shared.instance_id, error = %err, "unregister failed; the lease will expire")
+                warn!(instance_id = %lease.instance_id, error = %err, "unregister failed; the lease will expire")
             }
             Err(_) => {
-                warn!(instance_id = %shared.instance_id, timeout = ?limit, "unregister timed out; the lease will expire")
+                warn!(instance_id = %lease.instance_id, timeout = ?limit, "unregister timed out; the lease will expire")
             }
         }
     }
@@ -324,7 +324,7 @@ impl Session {
     /// goes to the log.
     pub(crate) async fn abandon(mut self, why: &'static str) {
         self.stop_renewing().await;
-        warn!(instance_id = %self.handle.shared.instance_id, reason = why, "unregister skipped; the lease will expire");
+        warn!(instance_id = %self.handle.lease.instance_id, reason = why, "unregister skipped; the lease will expire");
     }
 
     /// Ends the renewals, marks the instance STOPPED and returns the
@@ -334,10 +334,10 @@ impl Session {
             task.abort();
             let _ = task.await;
         }
-        let shared = &self.handle.shared;
-        let lease_token = shared.stop();
+        let lease = &self.handle.lease;
+        let lease_token = lease.stop();
         pb::UnregisterRequest {
-            instance_id: shared.instance_id.clone(),
+            instance_id: lease.instance_id.clone(),
             lease_token,
             ..Default::default()
         }
@@ -365,52 +365,52 @@ impl Drop for Session {
 impl SessionHandle {
     /// This process's instance id (kept across re-registrations).
     pub fn instance_id(&self) -> &str {
-        &self.shared.instance_id
+        &self.lease.instance_id
     }
 
     /// The module id registered.
     pub fn module_id(&self) -> &str {
-        &self.shared.descriptor.module_id
+        &self.lease.descriptor.module_id
     }
 
     /// The rollout this instance belongs to.
     pub fn rollout(&self) -> &Rollout {
-        &self.shared.rollout
+        &self.lease.rollout
     }
 
     /// The last status discovery confirmed, or [`Status::Unavailable`] once
     /// the confirmed lease passed or the last renewal failed.
     pub fn current_status(&self) -> Status {
-        self.shared.current_status()
+        self.lease.current_status()
     }
 
     /// Follows the status after each registration or renewal.
     pub fn status_changes(&self) -> watch::Receiver<Status> {
-        self.shared.subscribe()
+        self.lease.subscribe()
     }
 
     /// Cancelled once discovery answered DRAINING (a newer generation took
     /// over) or the process asked to drain itself.
     pub fn drain_requested(&self) -> CancellationToken {
-        self.shared.drain_requested.clone()
+        self.lease.drain_requested.clone()
     }
 
     /// How often the renewal loop logs its health summary (renewals ok and
     /// failed since the start, success rate, time since the last success,
     /// status); default [`DEFAULT_HEALTH_SUMMARY_INTERVAL`], zero turns it off.
     pub fn set_health_summary_interval(&self, interval: Duration) {
-        self.shared.state().summary_interval = interval;
+        self.lease.state().summary_interval = interval;
     }
 
     /// Reports the instance initialized from the next renewal on.
     pub fn set_initialized(&self) {
-        self.shared.state().initialized = true;
+        self.lease.state().initialized = true;
     }
 
     /// Reports the instance draining from the next renewal on. Draining is
     /// one way: it is never reported off again.
     pub fn set_draining(&self) {
-        self.shared.state().draining = true;
+        self.lease.state().draining = true;
     }
 
     /// Renews now (also reporting the flags) and returns the new status.
@@ -424,8 +424,8 @@ impl SessionHandle {
     ///
     /// Cancelling may leave the renewal applied without its status recorded.
     pub async fn renew(&self) -> Result<Status, CallError> {
-        let _exchange = self.shared.exchange.lock().await;
-        self.shared.renew().await
+        let _exchange = self.lease.exchange.lock().await;
+        self.lease.renew().await
     }
 }
 
@@ -438,7 +438,7 @@ impl SessionHandle {
             module_id: "m".into(),
             ..Default::default()
         };
-        let shared = Arc::new(Lease::new(
+        let lease = Arc::new(Lease::new(
             client,
             descriptor,
             rollout,
@@ -447,16 +447,16 @@ impl SessionHandle {
             Some(Instant::now() + Duration::from_secs(60)),
             Duration::ZERO,
         ));
-        Self { shared }
+        Self { lease }
     }
 
     /// Sets the status as a renewal answering `status` would.
     pub(crate) fn confirm_for_test(&self, status: Status) {
-        self.shared.confirm(
+        self.lease.confirm(
             Instant::now(),
             60.0,
             Some(&pb::Instance {
-                instance_id: self.shared.instance_id.clone(),
+                instance_id: self.lease.instance_id.clone(),
                 status: status.as_str().into(),
                 ..Default::default()
             }),
