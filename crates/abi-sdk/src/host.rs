@@ -8,6 +8,14 @@
 //! discovery reports READY or DEGRADED, never if a drain was requested first,
 //! because schedules and consumers are module-wide and belong to the serving
 //! generation. Without a rollout id job hosts start before readiness too.
+//!
+//! Where each method is called in the runner's lifecycle (`runner/`):
+//! `prepare`/`start` before the instance reports itself initialized
+//! (`prepare_hosts`), a gated job host's `start` once the instance serves
+//! (`start_job_hosts`), `drain` on every host at the same time while the
+//! module drains (`drain_hosts`), and `close` on one host after the other,
+//! job hosts first, then the others, each in the order they were added
+//! (`close_hosts`).
 
 use std::time::Duration;
 
