@@ -10,6 +10,7 @@
 //!   acknowledged lost; the write outage and the election time are printed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "it/edges_common/mod.rs"]
 mod edges_common;
 
 use std::collections::BTreeMap;

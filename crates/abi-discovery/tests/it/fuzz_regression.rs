@@ -4,7 +4,7 @@
 //! carries the error the handler reported, and a refused request leaves the
 //! stored snapshot byte-identical.
 
-#[path = "../../../fuzz/src/check.rs"]
+#[path = "../../../../fuzz/src/check.rs"]
 #[allow(dead_code)]
 mod check;
 

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod core_common;
+use crate::core_common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

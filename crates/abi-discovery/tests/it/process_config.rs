@@ -1,7 +1,7 @@
 //! The binary refuses bad configurations and unreachable servers clearly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod edges_common;
+use crate::edges_common;
 
 use edges_common::binary::command;
 

@@ -3,7 +3,7 @@
 //! give.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod edges_common;
+use crate::edges_common;
 
 use abi_discovery::subjects::Operation;
 use abi_proto::common::v1::CallError;

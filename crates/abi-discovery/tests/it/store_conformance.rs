@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod core_common;
+use crate::core_common;
 
 use std::sync::Arc;
 use std::time::Duration;

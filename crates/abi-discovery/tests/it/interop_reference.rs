@@ -2,7 +2,7 @@
 //! group; and side by side, answering the same requests with the same bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod edges_common;
+use crate::edges_common;
 
 use std::collections::BTreeSet;
 

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod core_common;
+use crate::core_common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! fails with one clear line when it lacks the credentials.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod edges_common;
+use crate::edges_common;
 
 use std::process::{Child, Command, Stdio};
 

@@ -3,7 +3,7 @@
 //! registration while the other keeps serving.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod edges_common;
+use crate::edges_common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! acknowledged are in the registry, and the process exits 0.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod edges_common;
+use crate::edges_common;
 
 use std::collections::BTreeSet;
 

@@ -3,7 +3,7 @@
 //! refusals), and `GET /metrics` reports them, agreeing with `$SRV.STATS`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod edges_common;
+use crate::edges_common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
