@@ -2,9 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_chain_becomes_ready_in_one_write_once_its_last_link_is_up() {

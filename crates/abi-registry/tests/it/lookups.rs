@@ -2,10 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::*;
 use abi_registry::{prune_expired, view};
-use common::*;
 use prost::Message;
 
 #[test]

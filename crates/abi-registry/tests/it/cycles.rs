@@ -2,9 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const CYCLE: &str = "DEPENDENCY_CYCLE: Required modules form a cycle";
 

@@ -2,10 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::*;
 use abi_registry::{MAX_INSTANCES, MAX_SNAPSHOT_BYTES};
-use common::*;
 use prost::Message;
 
 const FULL: &str = "REGISTRY_FULL: Registry supports at most 256 live instances";

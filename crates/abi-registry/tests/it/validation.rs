@@ -2,9 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const IDENTITY: &str = "INVALID_ARGUMENT: Invalid module or instance identity";
 const ROLLOUT_ID: &str = "INVALID_ARGUMENT: Invalid rollout id";

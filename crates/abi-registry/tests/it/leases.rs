@@ -2,10 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::common::*;
 use abi_registry::{Error, ErrorCode, Rules, lease_hash};
-use common::*;
 
 #[test]
 fn readiness_follows_a_dependency_through_loss_and_recovery_with_replicas() {
