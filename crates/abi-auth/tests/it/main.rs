@@ -1,0 +1,5 @@
+//! The integration tests of `abi-auth`, in one test binary (one link instead of
+//! one per file): each former `tests/<name>.rs` is the module `<name>` here.
+
+mod auth_interop;
+mod auth_tokens;
