@@ -596,6 +596,37 @@ mod tests {
     }
 
     #[test]
+    fn a_configuration_is_checked_against_the_module_it_runs() {
+        let with_dependency = ModuleSpec::new("m").dependency("store", 1);
+        let alone = ModuleSpec::new("m");
+        let no_discovery = Config::default();
+        assert_eq!(
+            no_discovery
+                .validate_for(&with_dependency)
+                .unwrap_err()
+                .kind(),
+            ConfigErrorKind::DependenciesWithoutDiscovery
+        );
+        assert!(no_discovery.validate_for(&alone).is_ok());
+        let no_token = Config::default().discovery(DiscoveryConfig::default());
+        assert_eq!(
+            no_token.validate_for(&alone).unwrap_err().kind(),
+            ConfigErrorKind::MissingToken
+        );
+        let bad_project = Config::default().discovery(DiscoveryConfig::default().project("a.b"));
+        assert_eq!(
+            bad_project.validate_for(&alone).unwrap_err().kind(),
+            ConfigErrorKind::InvalidProject
+        );
+        let ready = Config::from_lookup(
+            "m",
+            &lookup(&[("ABI_PROJECT", "p"), ("ABI_SERVICE_TOKEN", "t")]),
+        )
+        .unwrap();
+        assert!(ready.validate_for(&with_dependency).is_ok());
+    }
+
+    #[test]
     fn a_rollout_id_with_blanks_is_refused_like_the_reference() {
         for id in [" v2 ", "v2 ", " "] {
             let from_env = Config::from_lookup(
