@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abi_proto::common::v1 as common;
-use abi_proto::discovery::v1 as pb;
 use async_nats::{HeaderMap, RequestErrorKind};
 use bytes::Bytes;
 use prost::Message;
@@ -34,46 +33,8 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
 const FIRST_RESEND_DELAY: Duration = Duration::from_millis(50);
 const MAX_RESEND_DELAY: Duration = Duration::from_millis(500);
 
-/// A discovery request and what answers it.
-pub(crate) trait Rpc: Message + Clone {
-    /// The operation's name in the subject.
-    const OPERATION: &'static str;
-    /// The reply type.
-    type Response: Message + Default + Reply;
-    /// Sets the call envelope.
-    fn set_context(&mut self, context: common::CallContext);
-}
-
-/// A reply that may carry a `CallError`.
-pub(crate) trait Reply {
-    fn call_error(&self) -> Option<&common::CallError>;
-}
-
-macro_rules! rpc {
-    ($($req:ident => $resp:ident, $op:literal;)*) => {$(
-        impl Rpc for pb::$req {
-            const OPERATION: &'static str = $op;
-            type Response = pb::$resp;
-            fn set_context(&mut self, context: common::CallContext) {
-                self.context = Some(context);
-            }
-        }
-        impl Reply for pb::$resp {
-            fn call_error(&self) -> Option<&common::CallError> {
-                self.error.as_ref()
-            }
-        }
-    )*};
-}
-
-rpc! {
-    RegisterRequest => RegisterResponse, "register";
-    RenewRequest => RenewResponse, "renew";
-    UnregisterRequest => UnregisterResponse, "unregister";
-    GetModuleRequest => GetModuleResponse, "get_module";
-    ListModulesRequest => ListModulesResponse, "list_modules";
-    EvictRequest => EvictResponse, "evict";
-}
+pub(crate) use abi_wire::rpc::Rpc;
+use abi_wire::rpc::Reply as _;
 
 /// Where requests go.
 #[derive(Clone, Debug)]
@@ -119,7 +80,7 @@ impl Transport {
         project: &str,
         request: &R,
     ) -> Result<R::Response, CallError> {
-        let subject = subjects::discovery(project, R::OPERATION);
+        let subject = subjects::discovery(project, R::OPERATION.as_str());
         let mut outgoing = request.clone();
         outgoing.set_context(common::CallContext {
             trace_id: ids::uuid4(),
@@ -135,7 +96,7 @@ impl Transport {
                     .await?
             }
             Link::Local(service) => {
-                self.send_local(service.as_ref(), project, R::OPERATION, &token, payload)
+                self.send_local(service.as_ref(), project, R::OPERATION.as_str(), &token, payload)
                     .await?
             }
         };
