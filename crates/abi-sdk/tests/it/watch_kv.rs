@@ -1,7 +1,7 @@
 //! The registry watch against a real JetStream KV bucket.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

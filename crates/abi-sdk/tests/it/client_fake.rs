@@ -1,7 +1,7 @@
 //! The client's wire calls against a scripted responder on a real nats-server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
