@@ -346,9 +346,12 @@ mod tests {
         assert_eq!(info["type"], "io.nats.micro.v1.info_response");
         let endpoints = info["endpoints"].as_array().unwrap();
         assert_eq!(endpoints.len(), 9);
+        let acme = crate::subjects::Project::new("acme").unwrap();
+        let subject = crate::subjects::operation(&acme, Operation::Register);
+        let queue = crate::subjects::owners_queue(&acme);
         assert!(endpoints.iter().any(|e| e["name"] == "register"
-            && e["subject"] == "abi.discovery.acme.v1.register"
-            && e["queue_group"] == "abi.discovery.acme.owners"));
+            && e["subject"] == subject.as_str()
+            && e["queue_group"] == queue.as_str()));
 
         let stats = Stats::default();
         stats.record(Operation::Renew, Duration::from_micros(10), None);
