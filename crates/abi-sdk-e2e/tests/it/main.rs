@@ -1,0 +1,12 @@
+//! The integration tests of `abi-sdk-e2e`, in one test binary (one link instead of
+//! one per file): each former `tests/<name>.rs` is the module `<name>` here.
+
+mod chain;
+mod cluster_leader_loss;
+mod cluster_seed_list;
+mod drain;
+mod interop;
+mod lease;
+mod rollout;
+mod runner_order;
+mod shutdown_budget;
