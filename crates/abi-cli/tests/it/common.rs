@@ -24,7 +24,7 @@ pub struct Stack {
     pub project: String,
     pub nats: async_nats::Client,
     stop: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
+    task: JoinHandle<Result<(), abi_discovery::run::RunError>>,
 }
 
 impl Stack {

@@ -2,9 +2,7 @@
 //! command prints, and its exit codes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::{SECRET, Stack, descriptor};
+use crate::common::{SECRET, Stack, descriptor};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ls_get_tree_and_wait_show_the_live_registry() {
@@ -220,7 +218,7 @@ async fn credentials_and_reachability_map_to_exit_codes() {
     let url = stack.server.url();
     // Stopping the stack stops its nats-server too.
     stack.stop().await;
-    let unreachable = common::Abictl::for_url(&url).run(&["ls"]).await;
+    let unreachable = crate::common::Abictl::for_url(&url).run(&["ls"]).await;
     assert_eq!(unreachable.code, 3, "{unreachable:#?}");
     assert!(
         unreachable.stderr.contains("cannot reach NATS"),

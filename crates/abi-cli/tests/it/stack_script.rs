@@ -52,17 +52,27 @@ fn bin_dir() -> PathBuf {
     dir
 }
 
-/// Processes still running whose command line mentions `needle`.
-fn running(needle: &str) -> Vec<String> {
+/// Processes still running whose command line mentions `needle` and, with
+/// `env`, whose environment holds that `KEY=value`.
+fn running(needle: &str, env: Option<&str>) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(needle) {
-            found.push(cmdline);
+        if !cmdline.contains(needle) {
+            continue;
         }
+        if let Some(env) = env {
+            let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+                continue;
+            };
+            if !environ.split(|b| *b == 0).any(|var| var == env.as_bytes()) {
+                continue;
+            }
+        }
+        found.push(cmdline);
     }
     found
 }
@@ -125,7 +135,10 @@ async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
             && l.contains("rollout=v1")),
         "{report}"
     );
-    // Nothing left behind: no process from the stack, no temp dir.
+    // Nothing left behind: no process from the stack, no temp dir. The
+    // stack's processes inherit its TMPDIR; other tests of this binary run
+    // abictl from the same directory at the same time.
+    let stack_env = format!("TMPDIR={}", tmp.path().display());
     let leftovers: Vec<String> = [
         "abi-discovery",
         "nats-server",
@@ -135,7 +148,7 @@ async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
     ]
     .iter()
     .flat_map(|n| {
-        running(&format!("{}/", bins.display()))
+        running(&format!("{}/", bins.display()), Some(&stack_env))
             .into_iter()
             .filter(move |c| c.contains(n))
     })
@@ -145,7 +158,7 @@ async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
         "left running: {leftovers:?}\n{report}"
     );
     assert!(
-        running(tmp.path().to_str().unwrap()).is_empty(),
+        running(tmp.path().to_str().unwrap(), None).is_empty(),
         "nats-server left running"
     );
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();

@@ -1,0 +1,8 @@
+//! The integration tests of `abi-cli`, in one test binary (one link instead of
+//! one per file): each former `tests/<name>.rs` is the module `<name>` here.
+
+mod common;
+
+mod cli_commands;
+mod compose_file;
+mod stack_script;
