@@ -135,7 +135,7 @@ pub fn info_json(identity: &Identity) -> Vec<u8> {
         id: &identity.id,
         version: &identity.version,
         metadata: metadata(identity),
-        description: "abi.discovery.v1: module registration, leases and lookups",
+        description: abi_wire::discovery::SERVICE_DESCRIPTION,
         endpoints: Operation::ALL
             .into_iter()
             .map(|op| EndpointInfo {

@@ -141,6 +141,10 @@ pub fn registry_stream(project: &str) -> String {
     format!("KV_{}", registry_bucket(project))
 }
 
+/// How the service describes itself to NATS micro-service discovery
+/// (`$SRV.INFO`).
+pub const SERVICE_DESCRIPTION: &str = "abi.discovery.v1: module registration, leases and lookups";
+
 /// The key of the registry snapshot inside its bucket.
 pub const REGISTRY_KEY: &str = "registry";
 
