@@ -33,8 +33,8 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
 const FIRST_RESEND_DELAY: Duration = Duration::from_millis(50);
 const MAX_RESEND_DELAY: Duration = Duration::from_millis(500);
 
-pub(crate) use abi_wire::rpc::Rpc;
 use abi_wire::rpc::Reply as _;
+pub(crate) use abi_wire::rpc::Rpc;
 
 /// Where requests go.
 #[derive(Clone, Debug)]
@@ -96,8 +96,14 @@ impl Transport {
                     .await?
             }
             Link::Local(service) => {
-                self.send_local(service.as_ref(), project, R::OPERATION.as_str(), &token, payload)
-                    .await?
+                self.send_local(
+                    service.as_ref(),
+                    project,
+                    R::OPERATION.as_str(),
+                    &token,
+                    payload,
+                )
+                .await?
             }
         };
         debug!(subject = %subject, elapsed_ms = started.elapsed().as_millis() as u64, "discovery call answered");
