@@ -2,7 +2,7 @@
 
 The bytes come from the reference's own generated classes
 (naas_abi_proto 0.2.0, protobuf's upb backend), so they are what a Python peer
-puts on the wire. crates/abi-proto/tests/golden.rs builds the same values in
+puts on the wire. crates/abi-proto/tests/it/golden.rs builds the same values in
 Rust, decodes each file and re-encodes it, so any drift between our .proto
 files and the reference shows up as a failing test.
 
