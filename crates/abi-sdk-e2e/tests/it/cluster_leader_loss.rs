@@ -48,11 +48,8 @@ fn start_owner(urls: &str, project: &str) -> CancellationToken {
     stop
 }
 
-async fn record(
-    client: &async_nats::Client,
-    project: &str,
-    instance: &str,
-) -> Option<RegistryRecord> {
+/// The stored registry, `None` when it could not be read just now.
+async fn stored(client: &async_nats::Client, project: &str) -> Option<RegistryState> {
     let js = async_nats::jetstream::new(client.clone());
     let read = async {
         let kv = js
@@ -64,8 +61,17 @@ async fn record(
     let bytes = tokio::time::timeout(Duration::from_secs(2), read)
         .await
         .ok()??;
-    RegistryState::decode(bytes)
-        .unwrap()
+    Some(RegistryState::decode(bytes).unwrap())
+}
+
+/// `instance`'s record, `None` when it is not stored or could not be read.
+async fn record(
+    client: &async_nats::Client,
+    project: &str,
+    instance: &str,
+) -> Option<RegistryRecord> {
+    stored(client, project)
+        .await?
         .records
         .into_iter()
         .find(|r| {
@@ -126,7 +132,9 @@ async fn a_module_keeps_its_lease_through_a_stream_leader_loss() {
     })
     .await;
     assert!(ready.is_ok(), "the module never turned READY");
-    let before = record(&observer, &project, &instance).await.unwrap();
+    // A KV get may be answered by a follower that has not applied the
+    // latest write yet: poll until the record shows up.
+    let before = wait_for(|| record(&observer, &project, &instance)).await;
 
     let leader = wait_for_stream_leader(&observer, &stream, None, DEADLINE).await;
     let leader_index = cluster.node_index(&leader).unwrap();
@@ -155,8 +163,15 @@ async fn a_module_keeps_its_lease_through_a_stream_leader_loss() {
 
     module.signal("TERM");
     assert!(module.wait().await.success(), "{:#?}", module.lines);
+    // Gone from a snapshot actually read (a failed read proves nothing).
     let gone = wait_until(DEADLINE, || async {
-        record(&observer, &project, &instance).await.is_none()
+        stored(&observer, &project).await.is_some_and(|state| {
+            !state.records.iter().any(|r| {
+                r.instance
+                    .as_ref()
+                    .is_some_and(|i| i.instance_id == instance)
+            })
+        })
     })
     .await;
     assert!(gone.is_ok(), "the module unregistered on SIGTERM");
