@@ -1,6 +1,8 @@
 //! Finding the `nats-server` executable.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use crate::python::workspace_root;
 
 /// The environment variable naming the `nats-server` executable to use.
 pub const NATS_SERVER_ENV: &str = "ABI_NATS_SERVER";
@@ -37,13 +39,4 @@ pub fn nats_server_binary() -> PathBuf {
         venv.display()
     );
     venv
-}
-
-/// The workspace root: this crate lives in `<root>/crates/abi-test-support`.
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
 }

@@ -13,6 +13,8 @@
 //!   passes (the replacement for "sleep a bit").
 //! - [`unique_name`]: a name no other test in this process (or a concurrent
 //!   one) uses, for buckets and projects.
+//! - [`python`], [`workspace_root`]: the Python that imports the reference
+//!   (`$ABI_PYTHON`, else `<workspace>/.venv/bin/python`) and the workspace.
 //!
 //! The `nats-server` binary is found through `ABI_NATS_SERVER`, then `PATH`,
 //! then `<workspace>/.venv/bin/nats-server`. When none exists the helpers
@@ -41,11 +43,13 @@ mod binary;
 mod cluster;
 mod leader;
 mod process;
+mod python;
 mod server;
 mod wait;
 
 pub use binary::nats_server_binary;
 pub use cluster::NatsCluster;
 pub use leader::{stream_leader, wait_for_stream_leader};
+pub use python::{PYTHON_ENV, python, workspace_root};
 pub use server::NatsServer;
 pub use wait::{WaitTimedOut, unique_name, wait_until};
