@@ -8,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         root.join("abi/common/v1/common.proto"),
         root.join("abi/discovery/v1/discovery.proto"),
+        root.join("abi/document/v1/document.proto"),
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", file.display());
@@ -16,8 +17,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     prost_build::Config::new()
         // Serde lets tools and tests read and write messages as JSON; every
         // field defaults so a JSON object may leave fields out.
-        .type_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
-        .type_attribute(".", "#[serde(default)]")
+        .message_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
+        .message_attribute(".", "#[serde(default)]")
+        // Oneofs (the document Value) derive serde too, without `default`.
+        .enum_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
         .compile_fds(descriptors)?;
     Ok(())
 }

@@ -146,6 +146,18 @@ pub enum CallErrorKind {
     ResourceExhausted,
     /// The request or reply is above the size limit (`PAYLOAD_TOO_LARGE`).
     PayloadTooLarge,
+    /// The document does not exist (`DOCUMENT_NOT_FOUND`).
+    DocumentNotFound,
+    /// The document collection does not exist (`COLLECTION_NOT_FOUND`).
+    CollectionNotFound,
+    /// The document is not at the version named (`VERSION_CONFLICT`).
+    VersionConflict,
+    /// The document breaks a unique field or group (`UNIQUE_VIOLATION`).
+    UniqueViolation,
+    /// The document storage failed; a write may or may not have happened (`STORAGE_ERROR`).
+    StorageError,
+    /// The document storage refused the service's query (`ADAPTER_ERROR`).
+    AdapterError,
     /// Nobody serves the subject (no discovery service running).
     NoResponders,
     /// The NATS connection failed.
@@ -182,6 +194,12 @@ kind_display!(CallErrorKind {
     Internal => "internal error",
     ResourceExhausted => "resource exhausted",
     PayloadTooLarge => "payload too large",
+    DocumentNotFound => "document not found",
+    CollectionNotFound => "collection not found",
+    VersionConflict => "version conflict",
+    UniqueViolation => "unique violation",
+    StorageError => "storage error",
+    AdapterError => "storage adapter error",
     NoResponders => "no responders",
     Transport => "transport error",
     Decode => "malformed reply",
@@ -239,6 +257,12 @@ impl From<ErrorCode> for CallErrorKind {
             ErrorCode::Internal => Self::Internal,
             ErrorCode::ResourceExhausted => Self::ResourceExhausted,
             ErrorCode::PayloadTooLarge => Self::PayloadTooLarge,
+            ErrorCode::DocumentNotFound => Self::DocumentNotFound,
+            ErrorCode::CollectionNotFound => Self::CollectionNotFound,
+            ErrorCode::VersionConflict => Self::VersionConflict,
+            ErrorCode::UniqueViolation => Self::UniqueViolation,
+            ErrorCode::StorageError => Self::StorageError,
+            ErrorCode::AdapterError => Self::AdapterError,
         }
     }
 }

@@ -53,11 +53,23 @@ pub enum ErrorCode {
     Internal,
     /// A quota or limit of the service is used up; retry later.
     ResourceExhausted,
+    /// The document does not exist.
+    DocumentNotFound,
+    /// The document collection was never ensured (or was dropped).
+    CollectionNotFound,
+    /// A document's `if_version` did not match.
+    VersionConflict,
+    /// A document breaks a unique field or group of its collection.
+    UniqueViolation,
+    /// The document storage failed; a write's outcome may be unknown.
+    StorageError,
+    /// The document storage refused a query the service built (a defect).
+    AdapterError,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for tests and tools).
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::InvalidArgument,
         ErrorCode::DescriptorConflict,
         ErrorCode::DependencyCycle,
@@ -78,6 +90,12 @@ impl ErrorCode {
         ErrorCode::JobNotFound,
         ErrorCode::Internal,
         ErrorCode::ResourceExhausted,
+        ErrorCode::DocumentNotFound,
+        ErrorCode::CollectionNotFound,
+        ErrorCode::VersionConflict,
+        ErrorCode::UniqueViolation,
+        ErrorCode::StorageError,
+        ErrorCode::AdapterError,
     ];
 
     /// The code as it travels on the wire, e.g. `"LEASE_EXPIRED"`.
@@ -103,6 +121,12 @@ impl ErrorCode {
             ErrorCode::JobNotFound => "JOB_NOT_FOUND",
             ErrorCode::Internal => "INTERNAL",
             ErrorCode::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            ErrorCode::DocumentNotFound => "DOCUMENT_NOT_FOUND",
+            ErrorCode::CollectionNotFound => "COLLECTION_NOT_FOUND",
+            ErrorCode::VersionConflict => "VERSION_CONFLICT",
+            ErrorCode::UniqueViolation => "UNIQUE_VIOLATION",
+            ErrorCode::StorageError => "STORAGE_ERROR",
+            ErrorCode::AdapterError => "ADAPTER_ERROR",
         }
     }
 

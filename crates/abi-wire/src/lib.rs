@@ -4,6 +4,8 @@
 //!
 //! - [`discovery`]: `abi.discovery.v1` subjects, queue group, registry bucket
 //!   and key, caps and the reference's defaults;
+//! - [`documents`]: `abi.svc.document.v1` subjects, the reply's error-code
+//!   header, the page share of the payload limit;
 //! - [`codes`]: the wire error codes ([`ErrorCode`]);
 //! - [`status`]: the instance status names;
 //! - [`names`]: the identifier patterns (module, instance, rollout, app);
@@ -11,12 +13,12 @@
 //! - [`nats`]: how a process names its NATS servers ([`ServerList`]);
 //! - [`rpc`]: each request type bound to its operation and response ([`rpc::Rpc`]).
 //!
-//! The subjects of documents, jobs, agents and models come here as those
-//! surfaces land.
+//! The subjects of jobs, agents and models come here as those surfaces land.
 
 pub mod auth;
 pub mod codes;
 pub mod discovery;
+pub mod documents;
 pub mod names;
 pub mod nats;
 pub mod rpc;

@@ -1,0 +1,95 @@
+//! The storage port: what the document service needs from a backend.
+//!
+//! Adapters (SQLite, PostgreSQL in `abi-documents`) are the authority on
+//! validation, as the reference's shared SQL layer is: each operation checks
+//! its arguments (same order, same messages) before touching storage, so a
+//! decoded request can be handed straight in.
+
+use std::future::Future;
+
+use crate::{CollectionSpec, Data, Document, DocumentError, FindQuery, Page, Predicate};
+
+/// A document storage backend.
+///
+/// One document is the unit of atomicity. `put` replaces the whole document:
+/// `if_version` `None` writes unconditionally, `Some(0)` only creates, and
+/// `Some(n)` writes only over version `n` (compare-and-swap); versions start
+/// at 1. Every operation on a collection that was never ensured fails with
+/// `COLLECTION_NOT_FOUND`.
+pub trait DocumentStore: Send + Sync + 'static {
+    /// Declares a collection, or merges `spec` into its declaration (new
+    /// fields, indexes and unique groups; a declared type never changes).
+    fn ensure_collection(
+        &self,
+        namespace: &str,
+        spec: CollectionSpec,
+    ) -> impl Future<Output = Result<(), DocumentError>> + Send;
+
+    /// Deletes a collection with its documents and indexes.
+    fn drop_collection(
+        &self,
+        namespace: &str,
+        collection: &str,
+    ) -> impl Future<Output = Result<(), DocumentError>> + Send;
+
+    /// The namespace's collections, sorted.
+    fn collections(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<String>, DocumentError>> + Send;
+
+    /// A collection's merged declaration.
+    fn collection_spec(
+        &self,
+        namespace: &str,
+        collection: &str,
+    ) -> impl Future<Output = Result<CollectionSpec, DocumentError>> + Send;
+
+    /// Namespaces holding at least one collection, sorted.
+    fn namespaces(&self) -> impl Future<Output = Result<Vec<String>, DocumentError>> + Send;
+
+    /// Writes a whole document (see the trait's notes on `if_version`).
+    fn put(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        data: Data,
+        if_version: Option<i64>,
+    ) -> impl Future<Output = Result<Document, DocumentError>> + Send;
+
+    /// Reads one document.
+    fn get(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Document, DocumentError>> + Send;
+
+    /// Deletes one document; with `if_version`, only at that version
+    /// (`VERSION_CONFLICT` otherwise). Deleting a missing document without
+    /// `if_version` succeeds.
+    fn delete(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        if_version: Option<i64>,
+    ) -> impl Future<Output = Result<(), DocumentError>> + Send;
+
+    /// One page of the documents matching a query.
+    fn find(
+        &self,
+        namespace: &str,
+        collection: &str,
+        query: FindQuery,
+    ) -> impl Future<Output = Result<Page, DocumentError>> + Send;
+
+    /// How many documents match.
+    fn count(
+        &self,
+        namespace: &str,
+        collection: &str,
+        where_: Vec<Predicate>,
+    ) -> impl Future<Output = Result<i64, DocumentError>> + Send;
+}

@@ -1,0 +1,204 @@
+//! `abi.svc.document.v1` on the wire: the micro service `document`, one
+//! endpoint per operation on `abi.svc.document.v1.<op>` (no project in the
+//! subject: one document service per NATS account, as the reference engine
+//! runs it), the reply header naming a refusal's code, and each request type
+//! bound to its operation and reply.
+
+use abi_proto::common::v1 as common;
+use abi_proto::document::v1 as pb;
+
+use crate::rpc::Reply;
+
+/// The micro-service name the document service registers (`$SRV.*.document`).
+pub const SERVICE_NAME: &str = "document";
+/// The micro-service version the reference announces.
+pub const SERVICE_VERSION: &str = "1.0.0";
+/// How the service describes itself to `$SRV.INFO`.
+pub const SERVICE_DESCRIPTION: &str =
+    "abi.svc.document.v1: namespaced collections of versioned documents";
+/// The subject prefix of every operation.
+pub const SUBJECT_PREFIX: &str = "abi.svc.document.v1";
+/// The reply header carrying a refusal's code, beside the protobuf
+/// `CallError` (the reference's traffic view reads it without decoding).
+pub const ERROR_CODE_HEADER: &str = "Abi-Error-Code";
+/// The request header that announces an overflowed (out-of-band) body, which
+/// this service does not read.
+pub const OVERFLOW_REQUEST_HEADER: &str = "Abi-Overflow-Request";
+/// A find page's estimated size stays under the broker's max payload divided
+/// by this (the reference's share: protobuf can run a few times larger than
+/// the stored JSON the estimate counts).
+pub const PAGE_SHARE: usize = 4;
+/// The identities allowed to call [`Operation::Namespaces`] unless configured
+/// (the reference's: the engine's API and the engine itself).
+pub const DEFAULT_ADMIN_IDENTITIES: [&str; 2] = ["api", "engine"];
+
+/// The operations of `abi.svc.document.v1`, one endpoint each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Operation {
+    /// Declare a collection or merge into its declaration.
+    EnsureCollection,
+    /// Delete a collection and its documents.
+    DropCollection,
+    /// List a namespace's collections.
+    Collections,
+    /// Read a collection's declaration.
+    CollectionSpec,
+    /// Write a document.
+    Put,
+    /// Read a document.
+    Get,
+    /// Delete a document.
+    Delete,
+    /// Page through matching documents.
+    Find,
+    /// Count matching documents.
+    Count,
+    /// List every namespace (platform identities only).
+    Namespaces,
+}
+
+impl Operation {
+    /// Every operation, in the reference's endpoint order.
+    pub const ALL: [Operation; 10] = [
+        Operation::EnsureCollection,
+        Operation::DropCollection,
+        Operation::Collections,
+        Operation::CollectionSpec,
+        Operation::Put,
+        Operation::Get,
+        Operation::Delete,
+        Operation::Find,
+        Operation::Count,
+        Operation::Namespaces,
+    ];
+
+    /// The endpoint name and last subject token, e.g. `ensure_collection`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::EnsureCollection => "ensure_collection",
+            Operation::DropCollection => "drop_collection",
+            Operation::Collections => "collections",
+            Operation::CollectionSpec => "collection_spec",
+            Operation::Put => "put",
+            Operation::Get => "get",
+            Operation::Delete => "delete",
+            Operation::Find => "find",
+            Operation::Count => "count",
+            Operation::Namespaces => "namespaces",
+        }
+    }
+
+    /// The operation a subject token names.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|op| op.as_str() == name)
+    }
+
+    /// Whether the operation reads or writes across namespaces, so only
+    /// administrator identities may call it.
+    pub fn is_admin(self) -> bool {
+        self == Operation::Namespaces
+    }
+
+    /// Whether the operation changes what is stored (what a strict
+    /// namespace policy guards).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Operation::EnsureCollection
+                | Operation::DropCollection
+                | Operation::Put
+                | Operation::Delete
+        )
+    }
+}
+
+/// The subject of `op`: `abi.svc.document.v1.<op>`.
+pub fn operation(op: Operation) -> String {
+    format!("{SUBJECT_PREFIX}.{}", op.as_str())
+}
+
+/// A document request: the operation it names and what answers it.
+pub trait DocumentRpc: prost::Message + Default + Clone {
+    /// The operation, i.e. the last token of the subject it is sent on.
+    const OPERATION: Operation;
+    /// The reply type.
+    type Response: prost::Message + Default + Reply;
+    /// Sets the call envelope.
+    fn set_context(&mut self, context: common::CallContext);
+}
+
+macro_rules! document_rpc {
+    ($($req:ident => $resp:ident, $op:ident;)*) => {$(
+        impl DocumentRpc for pb::$req {
+            const OPERATION: Operation = Operation::$op;
+            type Response = pb::$resp;
+            fn set_context(&mut self, context: common::CallContext) {
+                self.context = Some(context);
+            }
+        }
+        impl Reply for pb::$resp {
+            fn call_error(&self) -> Option<&common::CallError> {
+                self.error.as_ref()
+            }
+            // Some replies hold only the error, so the update is empty for them.
+            #[allow(clippy::needless_update)]
+            fn with_error(error: common::CallError) -> Self {
+                Self {
+                    error: Some(error),
+                    ..Self::default()
+                }
+            }
+        }
+    )*};
+}
+
+document_rpc! {
+    EnsureCollectionRequest => EnsureCollectionResponse, EnsureCollection;
+    DropCollectionRequest => DropCollectionResponse, DropCollection;
+    CollectionsRequest => CollectionsResponse, Collections;
+    CollectionSpecRequest => CollectionSpecResponse, CollectionSpec;
+    PutRequest => PutResponse, Put;
+    GetRequest => GetResponse, Get;
+    DeleteRequest => DeleteResponse, Delete;
+    FindRequest => FindResponse, Find;
+    CountRequest => CountResponse, Count;
+    NamespacesRequest => NamespacesResponse, Namespaces;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_match_the_reference() {
+        assert_eq!(operation(Operation::Put), "abi.svc.document.v1.put");
+        assert_eq!(
+            operation(Operation::EnsureCollection),
+            "abi.svc.document.v1.ensure_collection"
+        );
+        for op in Operation::ALL {
+            assert_eq!(Operation::from_name(op.as_str()), Some(op));
+        }
+        assert!(Operation::Namespaces.is_admin());
+        assert!(!Operation::Find.is_admin());
+    }
+
+    #[test]
+    fn every_operation_is_bound_once() {
+        let bound = [
+            <pb::EnsureCollectionRequest as DocumentRpc>::OPERATION,
+            <pb::DropCollectionRequest as DocumentRpc>::OPERATION,
+            <pb::CollectionsRequest as DocumentRpc>::OPERATION,
+            <pb::CollectionSpecRequest as DocumentRpc>::OPERATION,
+            <pb::PutRequest as DocumentRpc>::OPERATION,
+            <pb::GetRequest as DocumentRpc>::OPERATION,
+            <pb::DeleteRequest as DocumentRpc>::OPERATION,
+            <pb::FindRequest as DocumentRpc>::OPERATION,
+            <pb::CountRequest as DocumentRpc>::OPERATION,
+            <pb::NamespacesRequest as DocumentRpc>::OPERATION,
+        ];
+        for op in Operation::ALL {
+            assert_eq!(bound.iter().filter(|b| **b == op).count(), 1, "{op:?}");
+        }
+    }
+}
