@@ -1,16 +1,17 @@
-//! The client's wire calls against a scripted responder on a real nats-server.
+//! The client's wire calls against a scripted responder on the in-process
+//! transport (paused clock), and the NATS-only behaviour on a real nats-server.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::common::{DEADLINE, Fake, client, connect};
 
 use std::time::Duration;
 
 use abi_proto::common::v1::CallError as WireError;
-use abi_sdk::{CallErrorKind, pb};
+use abi_sdk::{CallErrorKind, DiscoveryClient, TokenSource, pb};
 use abi_test_support::{NatsServer, unique_name};
-use common::{Fake, client, connect};
 use futures::TryStreamExt;
 use prost::Message;
+use tokio::time::Instant;
 
 fn wire_error(code: &str) -> Option<WireError> {
     Some(WireError {
@@ -38,12 +39,9 @@ fn instance(id: &str, status: &str) -> pb::Instance {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn lookup_errors_become_distinct_kinds_and_calls_carry_the_token() {
-    let server = NatsServer::start().await;
-    let nats = connect(&server.url()).await;
-    let project = unique_name("p");
-    let fake = Fake::start(&nats, &project, |_, payload| {
+    let fake = Fake::start(|_, payload| {
         let request = pb::GetModuleRequest::decode(payload).unwrap();
         let response = match request.module_id.as_str() {
             "missing" => pb::GetModuleResponse {
@@ -64,9 +62,8 @@ async fn lookup_errors_become_distinct_kinds_and_calls_carry_the_token() {
             },
         };
         Some(response.encode_to_vec())
-    })
-    .await;
-    let client = client(&nats, &project);
+    });
+    let client = fake.client();
 
     let kind = |r: Result<_, abi_sdk::CallError>| r.map(|_| ()).unwrap_err().kind();
     assert_eq!(
@@ -115,15 +112,12 @@ async fn lookup_errors_become_distinct_kinds_and_calls_carry_the_token() {
     assert_eq!(context.timeout_ms, 10_000);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn list_all_follows_pages_and_capability_search_uses_it() {
-    let server = NatsServer::start().await;
-    let nats = connect(&server.url()).await;
-    let project = unique_name("p");
     let all: Vec<pb::Instance> = (0..250)
         .map(|i| instance(&format!("i{i:03}"), "READY"))
         .collect();
-    let fake = Fake::start(&nats, &project, move |_, payload| {
+    let fake = Fake::start(move |_, payload| {
         let request = pb::ListModulesRequest::decode(payload).unwrap();
         let rest: Vec<_> = all
             .iter()
@@ -144,9 +138,8 @@ async fn list_all_follows_pages_and_capability_search_uses_it() {
             }
             .encode_to_vec(),
         )
-    })
-    .await;
-    let client = client(&nats, &project);
+    });
+    let client = fake.client();
     let every: Vec<_> = client.list_all().try_collect().await.unwrap();
     assert_eq!(every.len(), 250);
     assert_eq!(fake.requests("list_modules").len(), 3);
@@ -155,6 +148,10 @@ async fn list_all_follows_pages_and_capability_search_uses_it() {
     assert!(client.find_agents("chat").await.unwrap().is_empty());
 }
 
+/// NATS behaviour is the subject here, so this test keeps a real server: the
+/// server's "no responders" status, the transport resending while nobody
+/// serves the queue group and stopping before the deadline, and a NATS
+/// request timing out while a subscriber stays silent.
 #[tokio::test]
 async fn nobody_serving_is_no_responders_within_the_deadline_and_silence_times_out() {
     let server = NatsServer::start().await;
@@ -171,7 +168,36 @@ async fn nobody_serving_is_no_responders_within_the_deadline_and_silence_times_o
         started.elapsed()
     );
 
-    let _silent = Fake::start(&nats, &project, |_, _| None).await;
+    // A subscriber that never answers.
+    let _silent = nats
+        .subscribe(abi_wire::discovery::operation_named(&project, ">"))
+        .await
+        .unwrap();
+    nats.flush().await.unwrap();
     let err = client.get_module("x", 1).await.unwrap_err();
     assert_eq!(err.kind(), CallErrorKind::TimedOut);
+}
+
+/// The same two answers on the in-process transport: nobody serving the
+/// project is "no responders" at once, a silent service times out exactly at
+/// the call's deadline.
+#[tokio::test(start_paused = true)]
+async fn in_process_nobody_serving_is_no_responders_and_silence_times_out_at_the_deadline() {
+    let fake = Fake::start(|_, _| None);
+    let elsewhere = DiscoveryClient::local(fake.clone(), "other", TokenSource::issued("t"));
+    let started = Instant::now();
+    let err = elsewhere.get_module("x", 1).await.unwrap_err();
+    assert_eq!(err.kind(), CallErrorKind::NoResponders);
+    assert!(err.is_retryable());
+    assert_eq!(started.elapsed(), Duration::ZERO);
+
+    let client = fake.client().request_timeout(Duration::from_secs(3));
+    let started = Instant::now();
+    let err = tokio::time::timeout(DEADLINE, client.get_module("x", 1))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.kind(), CallErrorKind::TimedOut);
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+    assert_eq!(fake.ops(), ["get_module"]);
 }

@@ -1,6 +1,7 @@
 //! The integration tests of `abi-sdk`, in one binary (one link on a 2-core
 //! machine instead of one per file). `common` scripts a discovery service on
-//! a real nats-server for the client and session tests.
+//! the in-process transport for the client and session tests (paused clock);
+//! `watch_kv` and the client's "no responders" test use real nats-servers.
 
 mod common;
 

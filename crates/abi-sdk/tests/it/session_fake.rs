@@ -1,7 +1,9 @@
-//! The lease session against a scripted responder on a real nats-server.
+//! The lease session against a scripted responder on the in-process
+//! transport, with a paused clock: renewals come from the session's own timers
+//! in virtual time, moved on with `tokio::time::advance`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common;
+use crate::common::{DEADLINE, Fake};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,11 +11,15 @@ use std::time::Duration;
 
 use abi_proto::common::v1::CallError as WireError;
 use abi_sdk::{Rollout, Session, SessionErrorKind, Status, pb};
-use abi_test_support::{NatsServer, unique_name, wait_until};
-use common::{Fake, client, connect};
 use prost::Message;
+use tokio::time::{advance, timeout};
 
-const DEADLINE: Duration = Duration::from_secs(30);
+/// The lease every scripted answer grants.
+const LEASE_SECONDS: f64 = 20.0;
+/// Longer than one healthy renewal interval (a quarter lease, 5 s, plus 10 %
+/// jitter) and shorter than two: each advance by this much brings exactly one
+/// renewal.
+const RENEWAL: Duration = Duration::from_secs(6);
 
 /// Scripted behaviour: the status each renewal answers, and optional error
 /// codes for the next renewals.
@@ -26,8 +32,7 @@ struct Script {
 
 fn answer(script: Arc<Script>) -> impl Fn(&str, &[u8]) -> Option<Vec<u8>> + Send + Sync + 'static {
     move |operation, payload| {
-        // A short lease keeps renewals ~100 ms apart.
-        let lease_seconds = 0.4;
+        let lease_seconds = LEASE_SECONDS;
         Some(match operation {
             "register" => {
                 let request = pb::RegisterRequest::decode(payload).unwrap();
@@ -95,18 +100,24 @@ fn descriptor() -> pb::ModuleDescriptor {
     }
 }
 
-#[tokio::test]
+/// Waits (in virtual time) until the session reports `status`.
+async fn status_becomes(session: &Session, status: Status) {
+    let mut changes = session.status_changes();
+    timeout(DEADLINE, changes.wait_for(|s| *s == status))
+        .await
+        .unwrap_or_else(|_| panic!("status {status:?} within {DEADLINE:?}"))
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn registers_starting_renews_flags_and_unregisters_on_close() {
-    let server = NatsServer::start().await;
-    let nats = connect(&server.url()).await;
-    let project = unique_name("p");
     let script = Arc::new(Script::default());
-    let fake = Fake::start(&nats, &project, answer(script.clone())).await;
+    let fake = Fake::start(answer(script.clone()));
     let rollout = Rollout {
         id: "r1".into(),
         modules: vec!["provider".into()],
     };
-    let session = Session::start(client(&nats, &project), descriptor(), rollout)
+    let session = Session::start(fake.client(), descriptor(), rollout)
         .await
         .unwrap();
     assert_eq!(session.current_status(), Status::Starting);
@@ -117,18 +128,15 @@ async fn registers_starting_renews_flags_and_unregisters_on_close() {
     assert_eq!(register.rollout_id, "r1");
     assert_eq!(register.descriptor.unwrap().module_id, "provider");
 
-    wait_until(DEADLINE, || async {
-        script.renewals.load(Ordering::SeqCst) >= 2
-    })
-    .await
-    .unwrap();
+    for n in 1..=2 {
+        advance(RENEWAL).await;
+        fake.wait_for("renew", n).await;
+    }
+    assert_eq!(script.renewals.load(Ordering::SeqCst), 2);
     assert_eq!(session.current_status(), Status::Starting);
     session.set_initialized();
-    wait_until(DEADLINE, || async {
-        session.current_status() == Status::Ready
-    })
-    .await
-    .unwrap();
+    advance(RENEWAL).await;
+    status_becomes(&session, Status::Ready).await;
     let renewals = fake.requests("renew");
     let last = pb::RenewRequest::decode(renewals.last().unwrap().payload.as_slice()).unwrap();
     assert!(last.initialized && !last.draining);
@@ -140,22 +148,18 @@ async fn registers_starting_renews_flags_and_unregisters_on_close() {
     assert_eq!(unregister.instance_id, register.instance_id);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn lease_expired_registers_again_under_the_same_id_with_a_new_token() {
-    let server = NatsServer::start().await;
-    let nats = connect(&server.url()).await;
-    let project = unique_name("p");
     let script = Arc::new(Script::default());
     script.renew_errors.lock().unwrap().push("LEASE_EXPIRED");
-    let fake = Fake::start(&nats, &project, answer(script.clone())).await;
-    let session = Session::start(client(&nats, &project), descriptor(), Rollout::default())
+    let fake = Fake::start(answer(script.clone()));
+    let session = Session::start(fake.client(), descriptor(), Rollout::default())
         .await
         .unwrap();
-    wait_until(DEADLINE, || async { fake.requests("register").len() >= 2 })
-        .await
-        .unwrap();
+    advance(RENEWAL).await;
     let registers: Vec<_> = fake
-        .requests("register")
+        .wait_for("register", 2)
+        .await
         .iter()
         .map(|s| pb::RegisterRequest::decode(s.payload.as_slice()).unwrap())
         .collect();
@@ -163,61 +167,44 @@ async fn lease_expired_registers_again_under_the_same_id_with_a_new_token() {
     assert_ne!(registers[0].lease_token, registers[1].lease_token);
     // Renewals after that use the new lease token.
     let before = script.renewals.load(Ordering::SeqCst);
-    wait_until(DEADLINE, || async {
-        script.renewals.load(Ordering::SeqCst) > before
-    })
-    .await
-    .unwrap();
-    let renew = pb::RenewRequest::decode(fake.requests("renew").last().unwrap().payload.as_slice())
-        .unwrap();
+    advance(RENEWAL).await;
+    let renewals = fake.wait_for("renew", before + 1).await;
+    let renew = pb::RenewRequest::decode(renewals.last().unwrap().payload.as_slice()).unwrap();
     assert_eq!(renew.lease_token, registers[1].lease_token);
     assert_eq!(session.current_status(), Status::Starting);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn transient_failures_are_retried_and_mark_the_lease_unavailable() {
-    let server = NatsServer::start().await;
-    let nats = connect(&server.url()).await;
-    let project = unique_name("p");
     let script = Arc::new(Script::default());
     script
         .renew_errors
         .lock()
         .unwrap()
         .extend(["UNAVAILABLE", "REGISTRY_BUSY"]);
-    let _fake = Fake::start(&nats, &project, answer(script.clone())).await;
-    let session = Session::start(client(&nats, &project), descriptor(), Rollout::default())
+    let fake = Fake::start(answer(script.clone()));
+    let session = Session::start(fake.client(), descriptor(), Rollout::default())
         .await
         .unwrap();
-    let mut changes = session.status_changes();
-    tokio::time::timeout(DEADLINE, changes.wait_for(|s| *s == Status::Unavailable))
-        .await
-        .unwrap()
-        .unwrap();
-    wait_until(DEADLINE, || async {
-        script.renewals.load(Ordering::SeqCst) >= 3
-    })
-    .await
-    .unwrap();
-    wait_until(DEADLINE, || async {
-        session.current_status() == Status::Starting
-    })
-    .await
-    .unwrap();
+    advance(RENEWAL).await;
+    status_becomes(&session, Status::Unavailable).await;
+    // The retries come on the backoff schedule (virtual time runs on while
+    // the test waits); the third renewal succeeds.
+    fake.wait_for("renew", 3).await;
+    status_becomes(&session, Status::Starting).await;
+    assert_eq!(script.renewals.load(Ordering::SeqCst), 3);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn draining_answer_requests_drain_and_a_fatal_code_ends_the_session() {
-    let server = NatsServer::start().await;
-    let nats = connect(&server.url()).await;
-    let project = unique_name("p");
     let script = Arc::new(Script::default());
     *script.renew_status.lock().unwrap() = "DRAINING".into();
-    let _fake = Fake::start(&nats, &project, answer(script.clone())).await;
-    let mut session = Session::start(client(&nats, &project), descriptor(), Rollout::default())
+    let fake = Fake::start(answer(script.clone()));
+    let mut session = Session::start(fake.client(), descriptor(), Rollout::default())
         .await
         .unwrap();
-    tokio::time::timeout(DEADLINE, session.drain_requested().cancelled())
+    advance(RENEWAL).await;
+    timeout(DEADLINE, session.drain_requested().cancelled())
         .await
         .unwrap();
 
@@ -226,19 +213,15 @@ async fn draining_answer_requests_drain_and_a_fatal_code_ends_the_session() {
         .lock()
         .unwrap()
         .push("PERMISSION_DENIED");
-    let err = tokio::time::timeout(DEADLINE, session.failed())
-        .await
-        .unwrap();
+    advance(RENEWAL).await;
+    let err = timeout(DEADLINE, session.failed()).await.unwrap();
     assert_eq!(err.kind(), SessionErrorKind::Renew);
     assert_eq!(session.current_status(), Status::Unavailable);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn register_refused_is_a_register_error() {
-    let server = NatsServer::start().await;
-    let nats = connect(&server.url()).await;
-    let project = unique_name("p");
-    let _fake = Fake::start(&nats, &project, |_, _| {
+    let fake = Fake::start(|_, _| {
         Some(
             pb::RegisterResponse {
                 error: Some(WireError {
@@ -249,9 +232,8 @@ async fn register_refused_is_a_register_error() {
             }
             .encode_to_vec(),
         )
-    })
-    .await;
-    let err = Session::start(client(&nats, &project), descriptor(), Rollout::default())
+    });
+    let err = Session::start(fake.client(), descriptor(), Rollout::default())
         .await
         .unwrap_err();
     assert_eq!(err.kind(), SessionErrorKind::Register);
