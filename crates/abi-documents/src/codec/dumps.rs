@@ -1,0 +1,88 @@
+//! The reference's canonical JSON text: `json.dumps(value, ensure_ascii=True,
+//! sort_keys=True, separators=(",", ":"), allow_nan=False)`.
+
+use std::fmt::Write;
+
+use super::float::python_repr;
+use super::json::Json;
+
+/// Canonical text of `value`: keys sorted (by code point, which is UTF-8
+/// byte order), no spaces, every non-ASCII character escaped as `\uXXXX`
+/// (astral ones as surrogate pairs), floats as Python's `repr`.
+///
+/// Equality keys, index expressions, stored documents and cursors all rely
+/// on this text being byte-identical to the reference's.
+pub fn dumps(value: &Json) -> String {
+    let mut out = String::new();
+    write_json(&mut out, value);
+    out
+}
+
+fn write_json(out: &mut String, value: &Json) {
+    match value {
+        Json::Null => out.push_str("null"),
+        Json::Bool(true) => out.push_str("true"),
+        Json::Bool(false) => out.push_str("false"),
+        Json::Int(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Json::BigInt(text) => out.push_str(text),
+        Json::Float(x) => out.push_str(&python_repr(*x)),
+        Json::Str(s) => write_string(out, s),
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json(out, item);
+            }
+            out.push(']');
+        }
+        Json::Object(members) => {
+            out.push('{');
+            // BTreeMap<String, _> iterates in byte order of the UTF-8 keys,
+            // the same order as Python's sorted() on code points.
+            for (i, (key, item)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                write_json(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// `json.dumps(s)`: a JSON string literal with Python's `ensure_ascii`
+/// escapes.
+pub fn json_string(s: &str) -> String {
+    let mut out = String::new();
+    write_string(&mut out, s);
+    out
+}
+
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            ' '..='~' => out.push(c),
+            _ => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+        }
+    }
+    out.push('"');
+}

@@ -1,0 +1,329 @@
+//! A JSON tree with Python's number model, and a parser for it.
+//!
+//! The reference stores and compares documents through Python's `json`
+//! module, whose integers are unbounded and whose floats are IEEE doubles
+//! printed by `repr`. [`Json`] keeps exactly that distinction, so a value
+//! read back and printed again with [`crate::codec::dumps`] gives the text the
+//! reference would give.
+
+use std::collections::BTreeMap;
+
+/// A parsed JSON value, numbers kept as Python keeps them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Json {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Bool(bool),
+    /// An integer that fits in 64 bits.
+    Int(i64),
+    /// A larger integer, as its canonical decimal text (`-` and digits, no
+    /// leading zero).
+    BigInt(String),
+    /// A number written with a fraction or an exponent.
+    Float(f64),
+    /// A string.
+    Str(String),
+    /// An array.
+    Array(Vec<Json>),
+    /// An object; a repeated key keeps its last value, as Python's does.
+    Object(BTreeMap<String, Json>),
+}
+
+/// Why a text is not JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid JSON at byte {offset}")]
+pub struct JsonError {
+    /// Where the parser stopped.
+    pub offset: usize,
+}
+
+/// Parses `text` as Python's `json.loads` does for the JSON the reference
+/// writes: whitespace around the value, strict strings (no raw control
+/// characters), surrogate pairs in `\u` escapes.
+///
+/// Python's extensions `NaN` and `Infinity`, and lone surrogates, are
+/// refused: no valid stored document or cursor holds them.
+///
+/// # Errors
+///
+/// [`JsonError`] when `text` is not one JSON value.
+pub fn parse(text: &str) -> Result<Json, JsonError> {
+    let mut parser = Parser {
+        bytes: text.as_bytes(),
+        text,
+        pos: 0,
+    };
+    parser.whitespace();
+    let value = parser.value(0)?;
+    parser.whitespace();
+    if parser.pos != parser.bytes.len() {
+        return Err(parser.error());
+    }
+    Ok(value)
+}
+
+/// Nesting deeper than this is refused rather than risk the stack; Python's
+/// own recursion limit is of the same order.
+const MAX_DEPTH: usize = 900;
+
+struct Parser<'a> {
+    bytes: &'a [u8],
+    text: &'a str,
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn error(&self) -> JsonError {
+        JsonError { offset: self.pos }
+    }
+
+    fn whitespace(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    fn literal(&mut self, word: &str, value: Json) -> Result<Json, JsonError> {
+        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(self.error())
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Json, JsonError> {
+        if depth > MAX_DEPTH {
+            return Err(self.error());
+        }
+        match self.bytes.get(self.pos) {
+            Some(b'n') => self.literal("null", Json::Null),
+            Some(b't') => self.literal("true", Json::Bool(true)),
+            Some(b'f') => self.literal("false", Json::Bool(false)),
+            Some(b'"') => self.string().map(Json::Str),
+            Some(b'[') => self.array(depth),
+            Some(b'{') => self.object(depth),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            _ => Err(self.error()),
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Json, JsonError> {
+        self.pos += 1;
+        let mut items = Vec::new();
+        self.whitespace();
+        if self.bytes.get(self.pos) == Some(&b']') {
+            self.pos += 1;
+            return Ok(Json::Array(items));
+        }
+        loop {
+            self.whitespace();
+            items.push(self.value(depth + 1)?);
+            self.whitespace();
+            match self.bytes.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Json::Array(items));
+                }
+                _ => return Err(self.error()),
+            }
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Json, JsonError> {
+        self.pos += 1;
+        let mut members = BTreeMap::new();
+        self.whitespace();
+        if self.bytes.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+            return Ok(Json::Object(members));
+        }
+        loop {
+            self.whitespace();
+            if self.bytes.get(self.pos) != Some(&b'"') {
+                return Err(self.error());
+            }
+            let key = self.string()?;
+            self.whitespace();
+            if self.bytes.get(self.pos) != Some(&b':') {
+                return Err(self.error());
+            }
+            self.pos += 1;
+            self.whitespace();
+            let value = self.value(depth + 1)?;
+            members.insert(key, value);
+            self.whitespace();
+            match self.bytes.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Json::Object(members));
+                }
+                _ => return Err(self.error()),
+            }
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.bytes.get(self.pos) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    fn number(&mut self) -> Result<Json, JsonError> {
+        let start = self.pos;
+        if self.bytes.get(self.pos) == Some(&b'-') {
+            self.pos += 1;
+        }
+        // JSON integers have no leading zero: "0" alone, or 1-9 then digits.
+        match self.bytes.get(self.pos) {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(self.error()),
+        }
+        let mut integral = true;
+        if self.bytes.get(self.pos) == Some(&b'.') {
+            let dot = self.pos;
+            self.pos += 1;
+            if self.digits() == 0 {
+                // Python's scanner stops before a dot without digits, which
+                // then fails as extra data; so does this.
+                self.pos = dot;
+                return Err(self.error());
+            }
+            integral = false;
+        }
+        if let Some(b'e' | b'E') = self.bytes.get(self.pos) {
+            let mark = self.pos;
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.bytes.get(self.pos) {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                self.pos = mark;
+                return Err(self.error());
+            }
+            integral = false;
+        }
+        let text = &self.text[start..self.pos];
+        if integral {
+            return Ok(match text.parse::<i64>() {
+                Ok(n) => Json::Int(n),
+                Err(_) => Json::BigInt(text.to_owned()),
+            });
+        }
+        text.parse::<f64>()
+            .map(Json::Float)
+            .map_err(|_| JsonError { offset: start })
+    }
+
+    fn hex4(&mut self) -> Result<u32, JsonError> {
+        let digits = self
+            .text
+            .get(self.pos..self.pos + 4)
+            .ok_or_else(|| self.error())?;
+        let code = u32::from_str_radix(digits, 16).map_err(|_| self.error())?;
+        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.error());
+        }
+        self.pos += 4;
+        Ok(code)
+    }
+
+    fn string(&mut self) -> Result<String, JsonError> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let run_start = self.pos;
+            while let Some(&b) = self.bytes.get(self.pos) {
+                if b == b'"' || b == b'\\' || b < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            out.push_str(&self.text[run_start..self.pos]);
+            match self.bytes.get(self.pos) {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    let escape = *self.bytes.get(self.pos).ok_or_else(|| self.error())?;
+                    self.pos += 1;
+                    match escape {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'n' => out.push('\n'),
+                        b'r' => out.push('\r'),
+                        b't' => out.push('\t'),
+                        b'u' => out.push(self.unicode_escape()?),
+                        _ => return Err(self.error()),
+                    }
+                }
+                _ => return Err(self.error()),
+            }
+        }
+    }
+
+    fn unicode_escape(&mut self) -> Result<char, JsonError> {
+        let first = self.hex4()?;
+        if (0xD800..0xDC00).contains(&first) && self.bytes[self.pos..].starts_with(b"\\u") {
+            let mark = self.pos;
+            self.pos += 2;
+            let second = self.hex4()?;
+            if (0xDC00..0xE000).contains(&second) {
+                let code = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+                return char::from_u32(code).ok_or_else(|| self.error());
+            }
+            self.pos = mark;
+        }
+        // A lone surrogate is no Rust char: refused.
+        char::from_u32(first).ok_or_else(|| self.error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_numbers_as_python_does() {
+        assert_eq!(parse("1"), Ok(Json::Int(1)));
+        assert_eq!(parse("-0"), Ok(Json::Int(0)));
+        assert_eq!(parse("1.0"), Ok(Json::Float(1.0)));
+        assert_eq!(parse("1e2"), Ok(Json::Float(100.0)));
+        assert_eq!(
+            parse("100000000000000000000"),
+            Ok(Json::BigInt("100000000000000000000".into()))
+        );
+        assert!(parse("01").is_err());
+        assert!(parse("1.").is_err());
+        assert!(parse("NaN").is_err());
+    }
+
+    #[test]
+    fn reads_strings_and_containers() {
+        assert_eq!(
+            parse(r#" {"a": ["\ud83d\ude00", "\u00e9\n"], "a": 2} "#),
+            Ok(Json::Object(BTreeMap::from([("a".into(), Json::Int(2))])))
+        );
+        assert_eq!(
+            parse(r#""\ud83d\ude00\u00e9""#),
+            Ok(Json::Str("😀é".into()))
+        );
+        assert!(parse("\"\u{1}\"").is_err());
+        assert!(parse(r#""\ud800""#).is_err());
+        assert!(parse("[1,]").is_err());
+        assert!(parse("{} x").is_err());
+    }
+}

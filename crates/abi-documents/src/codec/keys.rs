@@ -1,0 +1,198 @@
+//! Keys the SQL compares: equality keys, numeric text, sort parts, and the
+//! bodies of the custom SQLite functions.
+
+use std::collections::BTreeMap;
+
+use abi_document_model::Value;
+use base64::Engine;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+
+use super::dumps::dumps;
+use super::float::{exact_integer_text, python_repr, repr_integer_text};
+use super::json::{self, Json};
+use super::storage::encode;
+
+/// The rank of a value's kind in the portable order: nulls first, then
+/// booleans, numbers, strings, datetimes, bytes, arrays, objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(i64)]
+pub enum ValueKind {
+    /// `null` (and a missing field).
+    Null = 0,
+    /// `true`, `false`.
+    Bool = 1,
+    /// Integers and floats, compared exactly.
+    Number = 2,
+    /// Strings, by code point.
+    String = 3,
+    /// Datetimes, by their UTC text.
+    Datetime = 4,
+    /// Bytes, by their hex text.
+    Bytes = 5,
+    /// Arrays (all tie).
+    Array = 6,
+    /// Objects (all tie).
+    Object = 7,
+}
+
+/// Python's `base64.b64decode(text, validate=True)`: the standard alphabet
+/// only, `=` padding only at the end and complete, stray low bits of the
+/// last character ignored.
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+    );
+    LENIENT.decode(text).ok()
+}
+
+/// A value's sort parts `(kind, number, text)`, as the SQL's sort expressions
+/// compute them for a stored value; cursors carry them.
+pub fn value_sort_parts(value: Option<&Value>) -> (ValueKind, Json, String) {
+    match value {
+        None | Some(Value::Null) => (ValueKind::Null, Json::Int(0), String::new()),
+        Some(Value::Bool(b)) => (ValueKind::Bool, Json::Int(i64::from(*b)), String::new()),
+        Some(Value::Int(n)) => (ValueKind::Number, Json::Int(*n), String::new()),
+        Some(Value::Float(x)) => (ValueKind::Number, Json::Float(*x), String::new()),
+        Some(Value::String(s)) => (ValueKind::String, Json::Int(0), s.clone()),
+        Some(Value::Datetime(at)) => (ValueKind::Datetime, Json::Int(0), at.isoformat_micros()),
+        Some(Value::Bytes(bytes)) => (ValueKind::Bytes, Json::Int(0), hex::encode(bytes)),
+        Some(Value::List(_)) => (ValueKind::Array, Json::Int(0), String::new()),
+        Some(Value::Object(_)) => (ValueKind::Object, Json::Int(0), String::new()),
+    }
+}
+
+/// Python's `str()` of a number parsed from JSON: integers as digits, floats
+/// as `repr`.
+pub fn number_text(value: &Json) -> Option<String> {
+    match value {
+        Json::Int(n) => Some(n.to_string()),
+        Json::BigInt(text) => Some(text.clone()),
+        Json::Float(x) => Some(python_repr(*x)),
+        _ => None,
+    }
+}
+
+/// The equality key of a stored value: an integral float becomes the
+/// integer its decimal text names (so `1.0` equals `1`, as JSONB compares),
+/// recursively; booleans stay booleans.
+pub fn equality_key(value: &Json) -> Json {
+    match value {
+        Json::Float(x) if x.is_finite() && x.fract() == 0.0 => integer_json(repr_integer_text(*x)),
+        Json::Array(items) => Json::Array(items.iter().map(equality_key).collect()),
+        Json::Object(members) => Json::Object(
+            members
+                .iter()
+                .map(|(k, v)| (k.clone(), equality_key(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn integer_json(text: String) -> Json {
+    match text.parse::<i64>() {
+        Ok(n) => Json::Int(n),
+        Err(_) => Json::BigInt(text),
+    }
+}
+
+/// What `document_field(data, key)` returns: the canonical text of the
+/// stored document's top-level `key`, or `None` when it is missing.
+///
+/// # Errors
+///
+/// When `raw` is not a JSON object.
+pub fn sqlite_field(raw: &str, key: &str) -> Result<Option<String>, String> {
+    match json::parse(raw) {
+        Ok(Json::Object(mut members)) => Ok(members.remove(key).map(|v| dumps(&v))),
+        Ok(_) => Err("document_field: stored data is not an object".to_owned()),
+        Err(e) => Err(format!("document_field: {e}")),
+    }
+}
+
+/// What `document_json_key_v2(raw)` returns: the canonical equality key of
+/// a JSON text, `None` for SQL NULL and JSON `null`.
+///
+/// # Errors
+///
+/// When `raw` is not JSON.
+pub fn sqlite_json_key(raw: Option<&str>) -> Result<Option<String>, String> {
+    match raw {
+        None | Some("null") => Ok(None),
+        Some(raw) => json::parse(raw)
+            .map(|v| Some(dumps(&equality_key(&v))))
+            .map_err(|e| format!("document_json_key_v2: {e}")),
+    }
+}
+
+/// The [`sqlite_json_key`] of a stored value, as bound for an equality
+/// match (`None` for null).
+pub fn value_json_key(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => None,
+        other => Some(dumps(&equality_key(&encode(other)))),
+    }
+}
+
+/// What `document_json_key(raw)` returns, the equality key of older
+/// releases (integral floats became their binary integer value), kept so
+/// indexes built with it work until `ensure_collection` rebuilds them.
+///
+/// # Errors
+///
+/// When `raw` is not JSON.
+pub fn sqlite_legacy_json_key(raw: Option<&str>) -> Result<Option<String>, String> {
+    fn legacy(value: Json) -> Json {
+        match value {
+            Json::Float(x) if x.is_finite() && x.fract() == 0.0 => {
+                integer_json(exact_integer_text(x))
+            }
+            Json::Array(items) => Json::Array(items.into_iter().map(legacy).collect()),
+            Json::Object(members) => Json::Object(
+                members
+                    .into_iter()
+                    .map(|(k, v)| (k, legacy(v)))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            other => other,
+        }
+    }
+    match raw {
+        None | Some("null") => Ok(None),
+        Some(raw) => json::parse(raw)
+            .map(|v| Some(dumps(&legacy(v))))
+            .map_err(|e| format!("document_json_key: {e}")),
+    }
+}
+
+/// What `document_numeric_text(raw)` returns: the number's decimal text as
+/// written (no rounding through a SQLite REAL).
+///
+/// # Errors
+///
+/// When `raw` is not a JSON number.
+pub fn sqlite_numeric_text(raw: &str) -> Result<String, String> {
+    json::parse(raw)
+        .ok()
+        .as_ref()
+        .and_then(number_text)
+        .ok_or_else(|| "document_numeric_text: not a JSON number".to_owned())
+}
+
+/// What `document_bytes_key(b64)` returns: the hex text of base64 bytes, ``
+/// for NULL or empty.
+///
+/// # Errors
+///
+/// When `encoded` is not base64.
+pub fn sqlite_bytes_key(encoded: Option<&str>) -> Result<String, String> {
+    match encoded {
+        None | Some("") => Ok(String::new()),
+        Some(text) => base64_decode(text)
+            .map(hex::encode)
+            .ok_or_else(|| "document_bytes_key: invalid base64".to_owned()),
+    }
+}

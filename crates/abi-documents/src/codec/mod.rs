@@ -1,0 +1,22 @@
+//! The reference's storage codec (`document_codec.py`), byte for byte:
+//! canonical JSON, the stored form of values, equality and sort keys, exact
+//! numeric comparison, and `find` cursors.
+
+mod cursor;
+mod decimal;
+mod dumps;
+mod float;
+mod json;
+mod keys;
+mod storage;
+
+pub use cursor::{CursorKey, INVALID_CURSOR, fingerprint, next_cursor, read_cursor};
+pub use decimal::compare_numeric_text;
+pub use dumps::{dumps, json_string};
+pub use float::{exact_integer_text, python_repr, repr_integer_text};
+pub use json::{Json, JsonError, parse};
+pub use keys::{
+    ValueKind, base64_decode, equality_key, number_text, sqlite_bytes_key, sqlite_field,
+    sqlite_json_key, sqlite_legacy_json_key, sqlite_numeric_text, value_json_key, value_sort_parts,
+};
+pub use storage::{PAYLOAD, TAG, decode, decode_data, encode, encode_data, storage_key};

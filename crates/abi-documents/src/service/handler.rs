@@ -1,0 +1,384 @@
+//! One request, from bytes to reply bytes: the token, the operation's rights,
+//! the protobuf body, the reference's checks in its order, the store, and the
+//! reply (or the refusal, with the code the reference sends).
+//!
+//! Free of NATS: [`Handler::handle`] takes the body and the two headers it
+//! reads, so the same code serves the NATS endpoints and in-process tests.
+
+use std::sync::Arc;
+
+use abi_document_model::pb::{
+    data_from_pb, document_to_pb, order_from_pb, spec_from_pb, spec_to_pb, where_from_pb,
+};
+use abi_document_model::validate::{
+    validate_data, validate_max_bytes, validate_name, validate_query, validate_spec,
+    validate_version,
+};
+use abi_document_model::{DocumentError, DocumentStore, FindQuery};
+use abi_process::Secret;
+use abi_proto::common::v1::CallError;
+use abi_proto::document::v1 as pb;
+use abi_wire::ErrorCode;
+use abi_wire::documents::{DocumentRpc, Operation};
+use abi_wire::rpc::Reply;
+use prost::Message as _;
+
+/// What the handler needs besides the store.
+#[derive(Debug, Clone)]
+pub struct HandlerConfig {
+    /// The project secret tokens are checked with (module keys derive from it).
+    pub secret: Secret,
+    /// Identities allowed to call the cross-namespace operations.
+    pub admin_identities: Vec<String>,
+    /// Whether a module identity may write only its own namespace (reads stay
+    /// open). Off by default, as the reference (a trusted-caller convention).
+    pub strict_namespaces: bool,
+}
+
+/// One request as the handler sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The operation its subject names.
+    pub operation: Operation,
+    /// The `Nats-Auth-Token` header, if any.
+    pub token: Option<&'a str>,
+    /// Whether the body was sent out of band (the `Abi-Overflow-Request`
+    /// header), which this service does not read.
+    pub overflowed: bool,
+    /// The protobuf body.
+    pub body: &'a [u8],
+    /// The broker's max payload on the connection it arrived on, which sizes
+    /// `find` pages.
+    pub max_payload: Option<usize>,
+}
+
+/// The encoded reply, and the code when it is a refusal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The protobuf reply.
+    pub payload: Vec<u8>,
+    /// The refusal's code (sent in the `Abi-Error-Code` header too).
+    pub code: Option<ErrorCode>,
+}
+
+/// The request handler over a store.
+#[derive(Debug)]
+pub struct Handler<S> {
+    store: Arc<S>,
+    config: HandlerConfig,
+}
+
+/// The message of an unauthenticated call (the reference's).
+pub const UNAUTHENTICATED_MESSAGE: &str = "missing or invalid auth token";
+
+impl<S: DocumentStore> Handler<S> {
+    /// A handler serving `store`.
+    pub fn new(store: Arc<S>, config: HandlerConfig) -> Self {
+        Self { store, config }
+    }
+
+    /// The store served.
+    pub fn store(&self) -> &Arc<S> {
+        &self.store
+    }
+
+    /// Handles one request.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write may be stored without its reply. The
+    /// endpoints run each request in its own task.
+    pub async fn handle(&self, request: Request<'_>) -> Answer {
+        use Operation as Op;
+        match request.operation {
+            Op::EnsureCollection => self.serve(request, Self::ensure_collection).await,
+            Op::DropCollection => self.serve(request, Self::drop_collection).await,
+            Op::Collections => self.serve(request, Self::collections).await,
+            Op::CollectionSpec => self.serve(request, Self::collection_spec).await,
+            Op::Put => self.serve(request, Self::put).await,
+            Op::Get => self.serve(request, Self::get).await,
+            Op::Delete => self.serve(request, Self::delete).await,
+            Op::Find => self.serve(request, Self::find).await,
+            Op::Count => self.serve(request, Self::count).await,
+            Op::Namespaces => self.serve(request, Self::namespaces).await,
+        }
+    }
+
+    /// Authenticates, checks the operation's rights, decodes, runs `op`, and
+    /// encodes whatever comes out.
+    async fn serve<'h, R, F, Fut>(&'h self, request: Request<'_>, op: F) -> Answer
+    where
+        R: DocumentRpc,
+        F: FnOnce(&'h Self, Call, R) -> Fut,
+        Fut: Future<Output = Result<R::Response, DocumentError>>,
+    {
+        let Some(identity) = request
+            .token
+            .and_then(|token| abi_auth::verify(token, self.config.secret.expose(), None).ok())
+        else {
+            return refusal::<R>(ErrorCode::Unauthenticated, UNAUTHENTICATED_MESSAGE);
+        };
+        if request.operation.is_admin() && !self.is_admin(&identity) {
+            let message = format!(
+                "{} needs a platform service identity",
+                request.operation.as_str()
+            );
+            return refusal::<R>(ErrorCode::PermissionDenied, &message);
+        }
+        if request.overflowed {
+            return refusal::<R>(
+                ErrorCode::PayloadTooLarge,
+                "Overflowed requests are not read by this service; send at most the broker's max payload",
+            );
+        }
+        let decoded = match R::decode(request.body) {
+            Ok(decoded) => decoded,
+            Err(error) => {
+                let message = format!("Malformed protobuf: {error}");
+                return refusal::<R>(ErrorCode::InvalidArgument, &message);
+            }
+        };
+        let call = Call {
+            identity,
+            page_bytes: request
+                .max_payload
+                .map(|limit| (limit / abi_wire::documents::PAGE_SHARE) as i64),
+        };
+        match op(self, call, decoded).await {
+            Ok(reply) => Answer {
+                payload: reply.encode_to_vec(),
+                code: None,
+            },
+            Err(error) => refused::<R>(&error),
+        }
+    }
+
+    fn is_admin(&self, identity: &str) -> bool {
+        self.config.admin_identities.iter().any(|a| a == identity)
+    }
+
+    /// In strict mode, a write to another module's namespace is refused:
+    /// first-party and admin identities may write anywhere.
+    fn check_write(&self, call: &Call, namespace: &str) -> Result<(), DocumentError> {
+        if !self.config.strict_namespaces
+            || call.identity == namespace
+            || self.is_admin(&call.identity)
+            || abi_auth::is_first_party(&call.identity)
+        {
+            return Ok(());
+        }
+        Err(DocumentError::PermissionDenied(format!(
+            "identity {} may write only its own namespace",
+            call.identity
+        )))
+    }
+
+    async fn ensure_collection(
+        &self,
+        call: Call,
+        r: pb::EnsureCollectionRequest,
+    ) -> Result<pb::EnsureCollectionResponse, DocumentError> {
+        validate_name(&r.namespace)?;
+        self.check_write(&call, &r.namespace)?;
+        let spec = spec_from_pb(&r.spec.unwrap_or_default());
+        validate_spec(&spec)?;
+        self.store.ensure_collection(&r.namespace, spec).await?;
+        Ok(pb::EnsureCollectionResponse::default())
+    }
+
+    async fn drop_collection(
+        &self,
+        call: Call,
+        r: pb::DropCollectionRequest,
+    ) -> Result<pb::DropCollectionResponse, DocumentError> {
+        validate_name(&r.namespace)?;
+        self.check_write(&call, &r.namespace)?;
+        validate_name(&r.collection)?;
+        self.store.drop_collection(&r.namespace, &r.collection).await?;
+        Ok(pb::DropCollectionResponse::default())
+    }
+
+    async fn collections(
+        &self,
+        _call: Call,
+        r: pb::CollectionsRequest,
+    ) -> Result<pb::CollectionsResponse, DocumentError> {
+        validate_name(&r.namespace)?;
+        let collections = self.store.collections(&r.namespace).await?;
+        Ok(pb::CollectionsResponse {
+            collections,
+            ..Default::default()
+        })
+    }
+
+    async fn collection_spec(
+        &self,
+        _call: Call,
+        r: pb::CollectionSpecRequest,
+    ) -> Result<pb::CollectionSpecResponse, DocumentError> {
+        validate_name(&r.namespace)?;
+        validate_name(&r.collection)?;
+        let spec = self.store.collection_spec(&r.namespace, &r.collection).await?;
+        Ok(pb::CollectionSpecResponse {
+            spec: Some(spec_to_pb(&spec)),
+            ..Default::default()
+        })
+    }
+
+    async fn namespaces(
+        &self,
+        _call: Call,
+        _r: pb::NamespacesRequest,
+    ) -> Result<pb::NamespacesResponse, DocumentError> {
+        let namespaces = self.store.namespaces().await?;
+        Ok(pb::NamespacesResponse {
+            namespaces,
+            ..Default::default()
+        })
+    }
+
+    async fn put(&self, call: Call, r: pb::PutRequest) -> Result<pb::PutResponse, DocumentError> {
+        validate_name(&r.namespace)?;
+        self.check_write(&call, &r.namespace)?;
+        let data = data_from_pb(&r.data.unwrap_or_default())?;
+        validate_data(&data, None)?;
+        validate_version(r.if_version)?;
+        validate_name(&r.collection)?;
+        validate_name(&r.id)?;
+        let doc = self
+            .store
+            .put(&r.namespace, &r.collection, &r.id, data, r.if_version)
+            .await?;
+        Ok(pb::PutResponse {
+            document: Some(document_to_pb(&doc)),
+            ..Default::default()
+        })
+    }
+
+    async fn get(&self, _call: Call, r: pb::GetRequest) -> Result<pb::GetResponse, DocumentError> {
+        validate_name(&r.namespace)?;
+        validate_name(&r.collection)?;
+        validate_name(&r.id)?;
+        let doc = self.store.get(&r.namespace, &r.collection, &r.id).await?;
+        Ok(pb::GetResponse {
+            document: Some(document_to_pb(&doc)),
+            ..Default::default()
+        })
+    }
+
+    async fn delete(
+        &self,
+        call: Call,
+        r: pb::DeleteRequest,
+    ) -> Result<pb::DeleteResponse, DocumentError> {
+        validate_name(&r.namespace)?;
+        self.check_write(&call, &r.namespace)?;
+        validate_version(r.if_version)?;
+        validate_name(&r.collection)?;
+        validate_name(&r.id)?;
+        self.store
+            .delete(&r.namespace, &r.collection, &r.id, r.if_version)
+            .await?;
+        Ok(pb::DeleteResponse::default())
+    }
+
+    async fn find(&self, call: Call, r: pb::FindRequest) -> Result<pb::FindResponse, DocumentError> {
+        validate_name(&r.namespace)?;
+        let where_ = where_from_pb(&r.r#where)?;
+        let order_by = order_from_pb(r.order_by.as_ref());
+        let limit = r.limit.map_or(abi_document_model::query::DEFAULT_FIND_LIMIT, i64::from);
+        // The smaller of the caller's budget and the broker's share, so the
+        // reply fits in one message.
+        let max_bytes = match (r.max_bytes, call.page_bytes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        validate_query(&where_, order_by.as_ref(), limit)?;
+        validate_max_bytes(max_bytes)?;
+        validate_name(&r.collection)?;
+        let query = FindQuery {
+            where_,
+            order_by,
+            limit,
+            cursor: r.cursor,
+            max_bytes,
+        };
+        let page = self.store.find(&r.namespace, &r.collection, query).await?;
+        Ok(pb::FindResponse {
+            items: page.items.iter().map(document_to_pb).collect(),
+            cursor: page.cursor,
+            ..Default::default()
+        })
+    }
+
+    async fn count(&self, _call: Call, r: pb::CountRequest) -> Result<pb::CountResponse, DocumentError> {
+        validate_name(&r.namespace)?;
+        let where_ = where_from_pb(&r.r#where)?;
+        validate_query(&where_, None, abi_document_model::query::DEFAULT_FIND_LIMIT)?;
+        validate_name(&r.collection)?;
+        let count = self.store.count(&r.namespace, &r.collection, where_).await?;
+        Ok(pb::CountResponse {
+            count,
+            ..Default::default()
+        })
+    }
+}
+
+/// Who calls, and how large a `find` page may be.
+#[derive(Debug, Clone)]
+struct Call {
+    identity: String,
+    page_bytes: Option<i64>,
+}
+
+/// A refusal reply of `R`'s type: `code`, `message`, not retryable (as the
+/// reference marks every refusal of this service).
+fn refusal<R: DocumentRpc>(code: ErrorCode, message: &str) -> Answer {
+    let reply = R::Response::with_error(CallError {
+        code: code.as_str().to_owned(),
+        message: message.to_owned(),
+        retryable: false,
+        status: None,
+    });
+    Answer {
+        payload: reply.encode_to_vec(),
+        code: Some(code),
+    }
+}
+
+/// The refusal for a failed operation: the message only for
+/// `INVALID_ARGUMENT` (the others say their code, as the reference, so no
+/// storage detail or document name leaks).
+fn refused<R: DocumentRpc>(error: &DocumentError) -> Answer {
+    let code = error.code();
+    match error {
+        DocumentError::InvalidArgument(message) | DocumentError::PermissionDenied(message) => {
+            refusal::<R>(code, message)
+        }
+        DocumentError::Storage(_) | DocumentError::Adapter(_) => {
+            // Logged by kind only: storage messages may hold connection details.
+            tracing::warn!(code = code.as_str(), "document operation failed in storage");
+            refusal::<R>(code, code.as_str())
+        }
+        _ => refusal::<R>(code, code.as_str()),
+    }
+}
+
+/// The reply sent instead of one too large for the broker (the reference's).
+pub fn too_large(operation: Operation) -> Answer {
+    use Operation as Op;
+    const MESSAGE: &str = "Reply exceeds the payload limit; use streaming or a storage reference. The operation may already have completed; do not replay it automatically.";
+    let code = ErrorCode::PayloadTooLarge;
+    match operation {
+        Op::EnsureCollection => refusal::<pb::EnsureCollectionRequest>(code, MESSAGE),
+        Op::DropCollection => refusal::<pb::DropCollectionRequest>(code, MESSAGE),
+        Op::Collections => refusal::<pb::CollectionsRequest>(code, MESSAGE),
+        Op::CollectionSpec => refusal::<pb::CollectionSpecRequest>(code, MESSAGE),
+        Op::Put => refusal::<pb::PutRequest>(code, MESSAGE),
+        Op::Get => refusal::<pb::GetRequest>(code, MESSAGE),
+        Op::Delete => refusal::<pb::DeleteRequest>(code, MESSAGE),
+        Op::Find => refusal::<pb::FindRequest>(code, MESSAGE),
+        Op::Count => refusal::<pb::CountRequest>(code, MESSAGE),
+        Op::Namespaces => refusal::<pb::NamespacesRequest>(code, MESSAGE),
+    }
+}

@@ -1,0 +1,10 @@
+//! The document service on NATS: [`handler`] (bytes in, reply bytes out,
+//! no NATS), [`serve`] (the micro service and its endpoints), [`metrics`].
+
+pub mod handler;
+pub mod metrics;
+pub mod serve;
+
+pub use handler::{Answer, Handler, HandlerConfig, Request};
+pub use metrics::Metrics;
+pub use serve::{ServeConfig, ServeError, serve};

@@ -1,0 +1,273 @@
+//! The catalog and document statements.
+
+use abi_document_model::{DocumentError, Predicate};
+
+use super::Compiler;
+use super::params::{SqlParam, Statement};
+
+/// The columns every document read returns, in this order.
+pub const DOCUMENT_COLUMNS: &str = "id, data, created_at, updated_at, version";
+
+/// The row lock a catalog read takes on PostgreSQL (SQLite has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogLock {
+    /// `FOR SHARE`: reads and document writes.
+    Share,
+    /// `FOR UPDATE`: declaring or dropping the collection.
+    Exclusive,
+}
+
+fn text(value: &str) -> SqlParam {
+    SqlParam::Text(value.to_owned())
+}
+
+impl Compiler<'_> {
+    /// The collection's catalog row (`spec`).
+    pub fn select_spec(&self, namespace: &str, collection: &str, lock: CatalogLock) -> Statement {
+        let mut p = self.params();
+        let (a, b) = (p.bind(text(namespace)), p.bind(text(collection)));
+        let lock = match (self.pg(), lock) {
+            (false, _) => "",
+            (true, CatalogLock::Share) => " FOR SHARE",
+            (true, CatalogLock::Exclusive) => " FOR UPDATE",
+        };
+        Statement::new(
+            format!(
+                "SELECT spec FROM {} WHERE namespace = {a} AND name = {b}{lock}",
+                self.collections
+            ),
+            p,
+        )
+    }
+
+    /// A catalog row for a new collection, unless there is one.
+    pub fn insert_collection(&self, namespace: &str, name: &str, spec_json: &str) -> Statement {
+        let mut p = self.params();
+        let (a, b, c) = (
+            p.bind(text(namespace)),
+            p.bind(text(name)),
+            p.bind(text(spec_json)),
+        );
+        Statement::new(
+            format!(
+                "INSERT INTO {} (namespace, name, spec) VALUES ({a}, {b}, {c}) ON CONFLICT (namespace, name) DO NOTHING",
+                self.collections
+            ),
+            p,
+        )
+    }
+
+    /// Replaces a collection's catalog spec.
+    pub fn update_spec(&self, spec_json: &str, namespace: &str, name: &str) -> Statement {
+        let mut p = self.params();
+        let (a, b, c) = (
+            p.bind(text(spec_json)),
+            p.bind(text(namespace)),
+            p.bind(text(name)),
+        );
+        Statement::new(
+            format!(
+                "UPDATE {} SET spec = {a} WHERE namespace = {b} AND name = {c}",
+                self.collections
+            ),
+            p,
+        )
+    }
+
+    /// Every `(id, data)` of a collection, for checking declared types.
+    pub fn select_collection_data(&self, namespace: &str, collection: &str) -> Statement {
+        let mut p = self.params();
+        let (a, b) = (p.bind(text(namespace)), p.bind(text(collection)));
+        Statement::new(
+            format!(
+                "SELECT id, data FROM {} WHERE namespace = {a} AND collection = {b}",
+                self.documents
+            ),
+            p,
+        )
+    }
+
+    /// Deletes every document of a collection.
+    pub fn delete_collection_documents(&self, namespace: &str, collection: &str) -> Statement {
+        let mut p = self.params();
+        let (a, b) = (p.bind(text(namespace)), p.bind(text(collection)));
+        Statement::new(
+            format!(
+                "DELETE FROM {} WHERE namespace = {a} AND collection = {b}",
+                self.documents
+            ),
+            p,
+        )
+    }
+
+    /// `DROP INDEX IF EXISTS` for one of a collection's indexes.
+    pub fn drop_index(&self, name: &str) -> Statement {
+        Statement::new(
+            format!("DROP INDEX IF EXISTS {}", self.qualified_index_name(name)),
+            self.params(),
+        )
+    }
+
+    /// Deletes a collection's catalog row.
+    pub fn delete_collection(&self, namespace: &str, collection: &str) -> Statement {
+        let mut p = self.params();
+        let (a, b) = (p.bind(text(namespace)), p.bind(text(collection)));
+        Statement::new(
+            format!(
+                "DELETE FROM {} WHERE namespace = {a} AND name = {b}",
+                self.collections
+            ),
+            p,
+        )
+    }
+
+    /// The names of a namespace's collections (unsorted).
+    pub fn select_collections(&self, namespace: &str) -> Statement {
+        let mut p = self.params();
+        let a = p.bind(text(namespace));
+        Statement::new(
+            format!(
+                "SELECT name FROM {} WHERE namespace = {a}",
+                self.collections
+            ),
+            p,
+        )
+    }
+
+    /// Every namespace holding a collection (unsorted).
+    pub fn select_namespaces(&self) -> Statement {
+        Statement::new(
+            format!("SELECT DISTINCT namespace FROM {}", self.collections),
+            self.params(),
+        )
+    }
+
+    /// Writes a document and returns its row; no row means a version
+    /// conflict. `if_version`: `None` upserts, `Some(0)` only inserts,
+    /// `Some(n)` updates version `n` only.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        raw: &str,
+        now: &str,
+        if_version: Option<i64>,
+    ) -> Statement {
+        let mut p = self.params();
+        let json = |p: &mut super::Params| {
+            let placeholder = p.bind(SqlParam::Json(raw.to_owned()));
+            if self.pg() {
+                format!("CAST({placeholder} AS JSONB)")
+            } else {
+                placeholder
+            }
+        };
+        let mut sql = match if_version {
+            Some(version) if version > 0 => {
+                let data = json(&mut p);
+                let (updated, a, b, c, v) = (
+                    p.bind(text(now)),
+                    p.bind(text(namespace)),
+                    p.bind(text(collection)),
+                    p.bind(text(id)),
+                    p.bind(SqlParam::Int(version)),
+                );
+                format!(
+                    "UPDATE {} SET data = {data}, updated_at = {updated}, version = version + 1 WHERE namespace = {a} AND collection = {b} AND id = {c} AND version = {v}",
+                    self.documents
+                )
+            }
+            _ => {
+                let (a, b, c) = (
+                    p.bind(text(namespace)),
+                    p.bind(text(collection)),
+                    p.bind(text(id)),
+                );
+                let data = json(&mut p);
+                let (created, updated) = (p.bind(text(now)), p.bind(text(now)));
+                let conflict = if if_version == Some(0) {
+                    "DO NOTHING"
+                } else {
+                    "DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at, version = current.version + 1"
+                };
+                format!(
+                    "INSERT INTO {} AS current (namespace, collection, id, data, created_at, updated_at, version) VALUES ({a}, {b}, {c}, {data}, {created}, {updated}, 1) ON CONFLICT (namespace, collection, id) {conflict}",
+                    self.documents
+                )
+            }
+        };
+        sql.push_str(" RETURNING ");
+        sql.push_str(DOCUMENT_COLUMNS);
+        Statement::new(sql, p)
+    }
+
+    /// One document's row.
+    pub fn get(&self, namespace: &str, collection: &str, id: &str) -> Statement {
+        let mut p = self.params();
+        let (a, b, c) = (
+            p.bind(text(namespace)),
+            p.bind(text(collection)),
+            p.bind(text(id)),
+        );
+        Statement::new(
+            format!(
+                "SELECT {DOCUMENT_COLUMNS} FROM {} WHERE namespace = {a} AND collection = {b} AND id = {c}",
+                self.documents
+            ),
+            p,
+        )
+    }
+
+    /// Deletes one document, only at `if_version` when given (no row
+    /// deleted then means a version conflict).
+    pub fn delete(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        if_version: Option<i64>,
+    ) -> Statement {
+        let mut p = self.params();
+        let (a, b, c) = (
+            p.bind(text(namespace)),
+            p.bind(text(collection)),
+            p.bind(text(id)),
+        );
+        let condition = match if_version {
+            Some(version) => format!(" AND version = {}", p.bind(SqlParam::Int(version))),
+            None => String::new(),
+        };
+        Statement::new(
+            format!(
+                "DELETE FROM {} WHERE namespace = {a} AND collection = {b} AND id = {c}{condition}",
+                self.documents
+            ),
+            p,
+        )
+    }
+
+    /// How many documents of a collection match validated predicates.
+    ///
+    /// # Errors
+    ///
+    /// When the backend's literal quoting fails.
+    pub fn count(
+        &self,
+        namespace: &str,
+        collection: &str,
+        where_: &[Predicate],
+    ) -> Result<Statement, DocumentError> {
+        let mut p = self.params();
+        let (a, b) = (p.bind(text(namespace)), p.bind(text(collection)));
+        let condition = self.predicates(where_, &mut p)?;
+        Ok(Statement::new(
+            format!(
+                "SELECT COUNT(*) FROM {} WHERE namespace = {a} AND collection = {b} AND ({condition})",
+                self.documents
+            ),
+            p,
+        ))
+    }
+}

@@ -1,0 +1,1 @@
+//! Storage adapters implementing [`abi_document_model::DocumentStore`].
