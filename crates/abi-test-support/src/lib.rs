@@ -42,6 +42,7 @@
 mod binary;
 mod cluster;
 mod leader;
+pub mod postgres;
 mod process;
 mod python;
 mod server;
