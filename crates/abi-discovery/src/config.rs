@@ -235,35 +235,9 @@ impl Config {
     }
 
     fn secret(&self, errors: &mut Vec<ConfigError>) -> Option<Secret> {
-        let value = match (&self.jwt_secret, &self.jwt_secret_file) {
-            (Some(_), Some(_)) => {
-                errors.push(ConfigError::new(
-                    "ABI_JWT_SECRET",
-                    "set ABI_JWT_SECRET or ABI_JWT_SECRET_FILE, not both",
-                ));
-                return None;
-            }
-            (None, None) => {
-                errors.push(ConfigError::new(
-                    "ABI_JWT_SECRET",
-                    "required: set ABI_JWT_SECRET_FILE (or ABI_JWT_SECRET) to the project's JWT secret",
-                ));
-                return None;
-            }
-            (Some(value), None) => value.clone(),
-            (None, Some(path)) => match read_secret_file(path) {
-                Ok(value) => value,
-                Err(problem) => {
-                    errors.push(ConfigError::new("ABI_JWT_SECRET_FILE", problem));
-                    return None;
-                }
-            },
-        };
-        if value.is_empty() {
-            errors.push(ConfigError::new("ABI_JWT_SECRET", "the secret is empty"));
-            return None;
-        }
-        Some(Secret::new(value))
+        abi_process::project_secret(self.jwt_secret.as_deref(), self.jwt_secret_file.as_deref())
+            .map_err(|e| errors.push(e))
+            .ok()
     }
 }
 
@@ -278,8 +252,6 @@ fn positive(
     }
     nz
 }
-
-use abi_process::read_secret_file;
 
 #[cfg(test)]
 mod tests {

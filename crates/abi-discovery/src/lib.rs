@@ -29,7 +29,8 @@ pub(crate) mod metrics;
 pub(crate) mod micro;
 pub mod run;
 pub mod service;
-pub mod shutdown;
+/// The signal watcher, shared with the other service binaries.
+pub use abi_process::shutdown;
 pub mod store;
 pub mod subjects;
 pub(crate) mod telemetry;

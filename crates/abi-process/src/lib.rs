@@ -8,6 +8,7 @@
 //!   `NATS_TLS_REQUIRED`) and the connect deadline;
 //! - [`logs`]: the log subscriber: `ABI_LOG` (else `RUST_LOG`) filter,
 //!   `ABI_LOG_FORMAT=json` for log shippers, colours only on a terminal;
+//! - `shutdown` (feature `shutdown`): SIGTERM/SIGINT as a cancellation token;
 //! - [`secret`]: secrets that never show in `Debug`, read from files with an
 //!   error that says how to fix a permission problem.
 
@@ -15,9 +16,11 @@
 pub mod logs;
 pub mod nats;
 pub mod secret;
+#[cfg(feature = "shutdown")]
+pub mod shutdown;
 
 pub use nats::{ConnectError, NatsArgs, NatsAuth, NatsSettings, NatsTls, SettingError};
-pub use secret::{Secret, read_secret_file};
+pub use secret::{Secret, project_secret, read_secret_file};
 
 /// `error` and its sources on one line (`outer: cause: root cause`), for a
 /// log field or a message to people.

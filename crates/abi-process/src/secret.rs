@@ -47,6 +47,41 @@ pub fn read_secret_file(path: &std::path::Path) -> Result<String, String> {
     }
 }
 
+/// The project's JWT secret from `ABI_JWT_SECRET` (`value`) or
+/// `ABI_JWT_SECRET_FILE` (`file`): exactly one must be given, and not empty.
+///
+/// # Errors
+///
+/// The problem, naming the setting, for a configuration error.
+pub fn project_secret(
+    value: Option<&str>,
+    file: Option<&std::path::Path>,
+) -> Result<Secret, crate::SettingError> {
+    use crate::SettingError;
+    let text = match (value, file) {
+        (Some(_), Some(_)) => {
+            return Err(SettingError::new(
+                "ABI_JWT_SECRET",
+                "set ABI_JWT_SECRET or ABI_JWT_SECRET_FILE, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(SettingError::new(
+                "ABI_JWT_SECRET",
+                "required: set ABI_JWT_SECRET_FILE (or ABI_JWT_SECRET) to the project's JWT secret",
+            ));
+        }
+        (Some(value), None) => value.to_owned(),
+        (None, Some(path)) => {
+            read_secret_file(path).map_err(|p| SettingError::new("ABI_JWT_SECRET_FILE", p))?
+        }
+    };
+    if text.is_empty() {
+        return Err(SettingError::new("ABI_JWT_SECRET", "the secret is empty"));
+    }
+    Ok(Secret::new(text))
+}
+
 /// Who this process is against who owns `path`, and the ways to match them.
 #[cfg(unix)]
 fn unreadable_secret_hint(path: &std::path::Path) -> String {

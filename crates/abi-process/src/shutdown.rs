@@ -1,5 +1,6 @@
-//! The only place that handles process signals: SIGTERM or SIGINT cancels the root
-//! [`CancellationToken`]; everything else watches that token (or a child of it).
+//! The only place a service binary handles process signals: SIGTERM or SIGINT
+//! cancels the root [`CancellationToken`]; everything else watches that token
+//! (or a child of it). Used by `abi-discovery` and `abi-documents`.
 
 use tokio_util::sync::CancellationToken;
 

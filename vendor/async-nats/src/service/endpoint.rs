@@ -105,6 +105,18 @@ impl Endpoint {
             .await
             .map_err(|_| std::io::Error::other("failed to unsubscribe"))
     }
+
+    // abi patch: drain an endpoint (see PATCHED.md). The stream keeps yielding
+    // the requests the server routed here before it processed the UNSUB, then
+    // ends, so a service that stops loses none of them.
+    /// Stops taking new requests: unsubscribes, and yields the requests already
+    /// on their way until the server confirmed the unsubscription.
+    pub async fn drain(&mut self) -> Result<(), std::io::Error> {
+        self.requests
+            .drain()
+            .await
+            .map_err(|_| std::io::Error::other("failed to drain"))
+    }
 }
 
 /// Stats of a single endpoint.
