@@ -101,6 +101,20 @@ impl DiscoveryClient {
         self.transport.token()
     }
 
+    /// A document client bound to `namespace`, over this client's NATS
+    /// connection and token; `None` for an in-process service.
+    pub fn documents(&self, namespace: impl Into<String>) -> Option<crate::DocumentClient> {
+        let nats = self.nats()?.clone();
+        Some(crate::DocumentClient::with_transport(
+            Transport::new(
+                Link::Nats(nats),
+                self.token(),
+                crate::documents::DEFAULT_DOCUMENT_TIMEOUT,
+            ),
+            namespace,
+        ))
+    }
+
     /// The project this client talks to.
     pub fn project(&self) -> &str {
         &self.project

@@ -38,6 +38,7 @@
 
 mod client;
 mod config;
+pub mod documents;
 mod error;
 mod health;
 mod host;
@@ -60,6 +61,7 @@ pub use config::{
     DEFAULT_NATS_URL, DEFAULT_PROJECT, DEFAULT_REFRESH_INTERVAL, DEFAULT_SHUTDOWN_GRACE,
     DEFAULT_STARTUP_TIMEOUT, DiscoveryConfig,
 };
+pub use documents::DocumentClient;
 pub use error::{BoxError, CallError, CallErrorKind, Error};
 pub use host::Host;
 pub use local::{LocalDiscovery, LocalError, LocalSnapshot};

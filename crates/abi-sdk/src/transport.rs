@@ -33,7 +33,7 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(500);
 const FIRST_RESEND_DELAY: Duration = Duration::from_millis(50);
 const MAX_RESEND_DELAY: Duration = Duration::from_millis(500);
 
-use abi_wire::rpc::Reply as _;
+use abi_wire::rpc::Reply;
 pub(crate) use abi_wire::rpc::Rpc;
 
 /// Where requests go.
@@ -82,33 +82,51 @@ impl Transport {
     ) -> Result<R::Response, CallError> {
         let subject = subjects::discovery(project, R::OPERATION.as_str());
         let mut outgoing = request.clone();
-        outgoing.set_context(common::CallContext {
-            trace_id: ids::uuid4(),
-            timeout_ms: i32::try_from(self.timeout.as_millis()).unwrap_or(i32::MAX),
-            ..Default::default()
-        });
+        outgoing.set_context(self.context());
+        let local = Some((project, R::OPERATION.as_str()));
+        self.exchange(&subject, outgoing.encode_to_vec(), local)
+            .await
+    }
+
+    /// Sends an encoded request to `subject` and decodes its `Resp` reply,
+    /// refusals as typed errors. `local` names the project and operation for
+    /// an in-process service; without it (a service other than discovery),
+    /// an in-process link has nobody to send to.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling drops the request; a mutation may still have been applied.
+    pub(crate) async fn exchange<Resp>(
+        &self,
+        subject: &str,
+        payload: Vec<u8>,
+        local: Option<(&str, &'static str)>,
+    ) -> Result<Resp, CallError>
+    where
+        Resp: Message + Default + Reply,
+    {
         let token = self.token.token()?;
-        let payload = Bytes::from(outgoing.encode_to_vec());
+        let payload = Bytes::from(payload);
         let started = Instant::now();
-        let reply = match &self.link {
-            Link::Nats(client) => {
-                self.send_nats(client, &subject, &token, payload, started)
+        let reply = match (&self.link, local) {
+            (Link::Nats(client), _) => {
+                self.send_nats(client, subject, &token, payload, started)
                     .await?
             }
-            Link::Local(service) => {
-                self.send_local(
-                    service.as_ref(),
-                    project,
-                    R::OPERATION.as_str(),
-                    &token,
-                    payload,
-                )
-                .await?
+            (Link::Local(service), Some((project, operation))) => {
+                self.send_local(service.as_ref(), project, operation, &token, payload)
+                    .await?
+            }
+            (Link::Local(_), None) => {
+                return Err(CallError::new(
+                    CallErrorKind::NoResponders,
+                    format!("{subject} is served over NATS only"),
+                ));
             }
         };
-        debug!(subject = %subject, elapsed_ms = started.elapsed().as_millis() as u64, "discovery call answered");
+        debug!(subject = %subject, elapsed_ms = started.elapsed().as_millis() as u64, "call answered");
 
-        let response = R::Response::decode(reply.as_ref()).map_err(|e| {
+        let response = Resp::decode(reply.as_ref()).map_err(|e| {
             CallError::new(
                 CallErrorKind::Decode,
                 format!("malformed reply on {subject}"),
@@ -123,6 +141,15 @@ impl Transport {
             .with_code(error.code.clone()));
         }
         Ok(response)
+    }
+
+    /// A fresh call envelope: a trace id and the deadline.
+    pub(crate) fn context(&self) -> common::CallContext {
+        common::CallContext {
+            trace_id: ids::uuid4(),
+            timeout_ms: i32::try_from(self.timeout.as_millis()).unwrap_or(i32::MAX),
+            ..Default::default()
+        }
     }
 }
 

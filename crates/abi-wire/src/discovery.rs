@@ -124,11 +124,14 @@ pub fn operations_wildcard(project: &Project) -> String {
     operation_named(project.as_str(), ">")
 }
 
-/// Whether requests on `subject` go to a discovery queue group, where a "no
-/// responders" answer means a handover between owners and sending again is
-/// safe.
+/// Whether requests on `subject` go to a platform service's queue group
+/// (discovery owners, or an engine service on `abi.svc.*` such as the
+/// document service), where a "no responders" answer means a handover
+/// between servers and sending again is safe. Module subjects are never
+/// resent (the reference's rule).
 pub fn served_by_queue_group(subject: &str) -> bool {
-    subject.starts_with("abi.discovery.") && !subject.contains(".presence.")
+    (subject.starts_with("abi.discovery.") && !subject.contains(".presence."))
+        || subject.starts_with(crate::documents::SERVICE_SUBJECT_ROOT)
 }
 
 /// The KV bucket holding `project`'s registry: `ABI_DISCOVERY_<project>`.
@@ -201,6 +204,8 @@ mod tests {
             "$KV.ABI_DISCOVERY_acme.registry"
         );
         assert!(served_by_queue_group("abi.discovery.p1.v1.renew"));
+        assert!(served_by_queue_group("abi.svc.document.v1.put"));
+        assert!(!served_by_queue_group("abi.agent.p1.i1.h.v1.submit"));
         for op in Operation::ALL {
             assert_eq!(Operation::from_name(op.as_str()), Some(op));
         }

@@ -16,6 +16,8 @@ pub const SERVICE_VERSION: &str = "1.0.0";
 /// How the service describes itself to `$SRV.INFO`.
 pub const SERVICE_DESCRIPTION: &str =
     "abi.svc.document.v1: namespaced collections of versioned documents";
+/// The root of every engine service's subjects (`abi.svc.<service>.v1.<op>`).
+pub const SERVICE_SUBJECT_ROOT: &str = "abi.svc.";
 /// The subject prefix of every operation.
 pub const SUBJECT_PREFIX: &str = "abi.svc.document.v1";
 /// The reply header carrying a refusal's code, beside the protobuf

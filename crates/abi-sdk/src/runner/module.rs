@@ -200,6 +200,15 @@ impl Context {
         self.inner.client.as_ref()
     }
 
+    /// A document client bound to this module's namespace (its id), with the
+    /// module's token; `None` without discovery or without NATS.
+    pub fn documents(&self) -> Option<crate::DocumentClient> {
+        self.inner
+            .client
+            .as_ref()?
+            .documents(self.inner.module_id.clone())
+    }
+
     /// Proxies for the declared dependencies.
     pub fn modules(&self) -> &Modules {
         &self.inner.modules
