@@ -19,11 +19,12 @@ use std::time::Duration;
 
 use abi_discovery::store::jetstream::{JetStreamStore, JetStreamStoreConfig};
 use abi_discovery::store::{CasError, SnapshotStore};
-use abi_discovery::subjects::{Operation, Project};
 use abi_proto::common::v1::CallError;
 use abi_proto::discovery::v1 as pb;
-use abi_test_support::{NatsCluster, unique_name, wait_for_stream_leader, wait_until};
-use async_nats::HeaderMap;
+use abi_test_support::{
+    NatsCluster, WireCallError, unique_name, wait_for_stream_leader, wait_until,
+};
+use abi_wire::discovery::{Operation, Project};
 use bytes::Bytes;
 use edges_common::binary::OwnerProcess;
 use edges_common::*;
@@ -114,13 +115,14 @@ async fn call<R: prost::Message + Default>(
     token: &str,
     request: &impl prost::Message,
 ) -> Result<R, ()> {
-    let mut headers = HeaderMap::new();
-    headers.insert(abi_auth::AUTH_HEADER, token);
-    let subject = abi_discovery::subjects::operation(project, op);
-    let sent = client.request_with_headers(subject, headers, request.encode_to_vec().into());
-    match tokio::time::timeout(Duration::from_secs(5), sent).await {
-        Ok(Ok(reply)) => Ok(R::decode(reply.payload).unwrap()),
-        _ => Err(()),
+    match Rpc::new(client.clone(), project.as_str())
+        .with_timeout(Duration::from_secs(5))
+        .try_call(op, Some(token), request)
+        .await
+    {
+        Ok(reply) => Ok(reply),
+        Err(WireCallError::Decode(e)) => panic!("{} reply does not decode: {e}", op.as_str()),
+        Err(_) => Err(()),
     }
 }
 

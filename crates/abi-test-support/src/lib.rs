@@ -15,6 +15,12 @@
 //!   one) uses, for buckets and projects.
 //! - [`python`], [`workspace_root`]: the Python that imports the reference
 //!   (`$ABI_PYTHON`, else `<workspace>/.venv/bin/python`) and the workspace.
+//! - [`ReferenceOwner`], [`reference_dump`], [`spawn_until_ready`]: the Python
+//!   reference discovery service as a child process.
+//! - [`requests`]: tokens (service, module, bound) and the requests tests send.
+//! - [`WireClient`]: raw discovery requests over NATS (token header, deadline,
+//!   decoded reply).
+//! - [`stored_snapshot`]: a project's registry snapshot read from its KV key.
 //!
 //! The `nats-server` binary is found through `ABI_NATS_SERVER`, then `PATH`,
 //! then `<workspace>/.venv/bin/nats-server`. When none exists the helpers
@@ -38,6 +44,7 @@
 // This crate only runs inside tests, where a panic with a clear message is
 // the failure report.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
+#![warn(missing_docs)]
 
 mod binary;
 mod cluster;
@@ -45,12 +52,22 @@ mod leader;
 pub mod postgres;
 mod process;
 mod python;
+mod reference;
+pub mod requests;
 mod server;
+mod snapshot;
 mod wait;
+mod wire_client;
 
 pub use binary::nats_server_binary;
 pub use cluster::NatsCluster;
 pub use leader::{stream_leader, wait_for_stream_leader};
 pub use python::{PYTHON_ENV, python, workspace_root};
+pub use reference::{
+    REFERENCE_START_TIMEOUT, ReferenceOwner, SpawnError, reference_dump, reference_owner_script,
+    serve_command, spawn_until_ready,
+};
 pub use server::NatsServer;
+pub use snapshot::{SnapshotReadError, stored_snapshot};
 pub use wait::{WaitTimedOut, unique_name, wait_until};
+pub use wire_client::{DEFAULT_CALL_TIMEOUT, WireCallError, WireClient, auth_headers};

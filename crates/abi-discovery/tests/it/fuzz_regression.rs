@@ -61,7 +61,7 @@ async fn refused_register_code() -> Option<String> {
     use abi_discovery::discovery::DiscoveryConfig;
     use abi_discovery::service::{HandlerConfig, ServiceCore};
     use abi_discovery::store::memory::MemoryStore;
-    use abi_discovery::subjects::Operation;
+    use abi_wire::discovery::Operation;
     use std::sync::Arc;
     use std::time::{Duration, SystemTime};
 

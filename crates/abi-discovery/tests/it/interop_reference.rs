@@ -6,11 +6,11 @@ use crate::edges_common;
 
 use std::collections::BTreeSet;
 
-use abi_discovery::subjects::Operation;
 use abi_proto::discovery::v1 as pb;
 use abi_test_support::{NatsServer, unique_name};
+use abi_test_support::{ReferenceOwner, reference_dump};
+use abi_wire::discovery::Operation;
 use async_nats::HeaderMap;
-use edges_common::reference::{ReferenceOwner, reference_dump};
 use edges_common::*;
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
@@ -40,7 +40,7 @@ async fn reference_and_ours_share_a_bucket_and_a_queue_group() {
     let server = NatsServer::start().await;
     let project = unique_name("mixed");
     // The reference creates the bucket; ours opens it.
-    let reference = ReferenceOwner::start(&server.url(), &project, 600).await;
+    let reference = ReferenceOwner::start(&server.url(), SECRET, &project, 600).await;
     let ours = Owner::start(&server.url(), &project, &["--lease-seconds", "600"]).await;
     let rpc = Rpc::connect(&server.url(), &project).await;
     // The reference answered the readiness probe; wait until ours serves too.
@@ -167,7 +167,7 @@ fn case(name: &'static str, op: Operation, token: Option<String>, payload: Vec<u
 async fn same_requests_get_the_same_reply_bytes() {
     let server = NatsServer::start().await;
     let (theirs_project, ours_project) = (unique_name("ref"), unique_name("ours"));
-    let reference = ReferenceOwner::start(&server.url(), &theirs_project, 600).await;
+    let reference = ReferenceOwner::start(&server.url(), SECRET, &theirs_project, 600).await;
     let ours = Owner::start(&server.url(), &ours_project, &["--lease-seconds", "600"]).await;
     let theirs_rpc = Rpc::connect(&server.url(), &theirs_project).await;
     let ours_rpc = Rpc::connect(&server.url(), &ours_project).await;

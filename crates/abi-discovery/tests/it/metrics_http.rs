@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use abi_discovery::config::Config;
-use abi_discovery::subjects::{self, Operation};
 use abi_proto::discovery::v1 as pb;
 use abi_test_support::{NatsServer, unique_name};
+use abi_wire::discovery::Operation;
 use async_nats::HeaderMap;
 use clap::Parser as _;
 use edges_common::*;
@@ -210,7 +210,7 @@ async fn metrics_count_requests_like_srv_stats() {
     headers.insert(abi_auth::AUTH_HEADER, research.as_str());
     rpc.client
         .publish_with_headers(
-            subjects::operation(&rpc.project, Operation::Register),
+            abi_wire::discovery::operation(&rpc.project, Operation::Register),
             headers,
             register_request("research", "r9").encode_to_vec().into(),
         )

@@ -7,9 +7,9 @@ use std::time::SystemTime;
 
 use abi_discovery::config::Secret;
 use abi_discovery::endpoints::{Backend, Failure, Handler};
-use abi_discovery::subjects::Operation;
 use abi_proto::discovery::v1 as pb;
 use abi_registry::{ErrorCode, Mutation, Outcome};
+use abi_wire::discovery::Operation;
 use async_nats::HeaderMap;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
@@ -115,20 +115,11 @@ impl Backend for Fake {
 }
 
 fn token(identity: &str) -> String {
-    abi_auth::issue_service_token(
-        identity,
-        SECRET,
-        abi_auth::DEFAULT_TTL,
-        SystemTime::now(),
-        None,
-    )
-    .unwrap()
+    abi_test_support::requests::service_token(SECRET, identity)
 }
 
 fn with_token(identity: &str) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    headers.insert(abi_auth::AUTH_HEADER, token(identity).as_str());
-    headers
+    abi_test_support::auth_headers(Some(&token(identity)))
 }
 
 fn handler(fake: Fake, broker_max_payload: usize) -> Handler<Fake> {

@@ -5,10 +5,10 @@
 
 use crate::edges_common;
 
-use abi_discovery::subjects::Operation;
 use abi_proto::common::v1::CallError;
 use abi_proto::discovery::v1 as pb;
 use abi_test_support::{NatsServer, unique_name};
+use abi_wire::discovery::Operation;
 use async_nats::HeaderMap;
 use edges_common::*;
 use prost::Message as _;
@@ -447,7 +447,7 @@ async fn size_caps_malformed_requests_and_missing_replies() {
     h.insert(abi_auth::AUTH_HEADER, token.as_str());
     rpc.client
         .publish_with_headers(
-            abi_discovery::subjects::operation(&rpc.project, Operation::Register),
+            abi_wire::discovery::operation(&rpc.project, Operation::Register),
             h,
             register_request("api", "noreply").encode_to_vec().into(),
         )

@@ -6,9 +6,9 @@ use crate::edges_common;
 
 use std::process::{Child, Command, Stdio};
 
-use abi_discovery::subjects::Operation;
 use abi_proto::discovery::v1 as pb;
 use abi_test_support::{nats_server_binary, unique_name};
+use abi_wire::discovery::Operation;
 use edges_common::binary::{OwnerProcess, command};
 use edges_common::*;
 
@@ -58,10 +58,7 @@ impl AuthServer {
     }
 
     async fn rpc(&self, project: &str) -> Rpc {
-        Rpc {
-            client: self.connect().await.unwrap(),
-            project: abi_discovery::subjects::Project::new(project).unwrap(),
-        }
+        Rpc::new(self.connect().await.unwrap(), project)
     }
 }
 

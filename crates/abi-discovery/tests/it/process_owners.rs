@@ -8,10 +8,9 @@ use crate::edges_common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use abi_discovery::subjects::{Operation, Project};
 use abi_proto::discovery::v1 as pb;
-use abi_test_support::{NatsServer, unique_name};
-use async_nats::HeaderMap;
+use abi_test_support::{NatsServer, WireCallError, unique_name};
+use abi_wire::discovery::{Operation, Project};
 use edges_common::binary::OwnerProcess;
 use edges_common::*;
 use futures::StreamExt as _;
@@ -27,14 +26,14 @@ async fn try_call<R: prost::Message + Default>(
     token: &str,
     request: &impl prost::Message,
 ) -> Option<R> {
-    let mut headers = HeaderMap::new();
-    headers.insert(abi_auth::AUTH_HEADER, token);
-    let subject = abi_discovery::subjects::operation(project, op);
-    let reply = client
-        .request_with_headers(subject, headers, request.encode_to_vec().into())
+    match Rpc::new(client.clone(), project.as_str())
+        .try_call(op, Some(token), request)
         .await
-        .ok()?;
-    Some(R::decode(reply.payload).unwrap())
+    {
+        Ok(reply) => Some(reply),
+        Err(WireCallError::Decode(e)) => panic!("{} reply does not decode: {e}", op.as_str()),
+        Err(_) => None,
+    }
 }
 
 async fn stored_ids(client: &async_nats::Client, project: &str) -> Vec<String> {

@@ -6,9 +6,9 @@ use crate::edges_common;
 
 use std::collections::BTreeSet;
 
-use abi_discovery::subjects::{self, Operation};
 use abi_proto::discovery::v1 as pb;
 use abi_test_support::{NatsServer, unique_name};
+use abi_wire::discovery::Operation;
 use async_nats::HeaderMap;
 use async_nats::client::RequestErrorKind;
 use edges_common::binary::OwnerProcess;
@@ -31,15 +31,12 @@ async fn sigterm_answers_requests_in_flight_and_exits_zero() {
         .connect(server.url())
         .await
         .unwrap();
-    let rpc = Rpc {
-        client: client.clone(),
-        project: abi_discovery::subjects::Project::new(&project).unwrap(),
-    };
+    let rpc = Rpc::new(client.clone(), &project);
 
     let mut calls = FuturesUnordered::new();
     for i in 0..REQUESTS {
         let client = client.clone();
-        let subject = subjects::operation(&rpc.project, Operation::Register);
+        let subject = abi_wire::discovery::operation(&rpc.project, Operation::Register);
         calls.push(async move {
             let module = format!("m{i}");
             let mut headers = HeaderMap::new();
@@ -113,7 +110,7 @@ async fn sigterm_under_load_with_a_peer_loses_no_request() {
         .await
         .unwrap();
     wait_for_owners(&client, 2).await;
-    let p = abi_discovery::subjects::Project::new(&project).unwrap();
+    let p = abi_wire::discovery::Project::new(&project).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let answered = Arc::new(AtomicU32::new(0));
 
@@ -149,7 +146,7 @@ async fn sigterm_under_load_with_a_peer_loses_no_request() {
                     };
                     (Operation::ListModules, req.encode_to_vec())
                 };
-                let subject = subjects::operation(&p, op);
+                let subject = abi_wire::discovery::operation(&p, op);
                 if let Err(e) = client
                     .request_with_headers(subject, headers, payload.into())
                     .await

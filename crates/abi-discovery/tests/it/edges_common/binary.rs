@@ -56,7 +56,7 @@ impl OwnerProcess {
         }
         let child = cmd.spawn().expect("start abi-discovery");
         let owner = Self { child, stderr };
-        probe.wait_ready().await;
+        super::wait_ready(probe).await;
         owner
     }
 

@@ -3,14 +3,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 pub mod binary;
-pub mod reference;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use abi_discovery::config::Config;
-use abi_discovery::subjects::{self, Operation, Project};
 use abi_proto::discovery::v1 as pb;
-use async_nats::HeaderMap;
+use abi_test_support::requests;
 use bytes::Bytes;
 use clap::Parser as _;
 use prost::Message as _;
@@ -24,64 +22,31 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A token for the engine's services, signed with the project secret.
 pub fn service_token(identity: &str) -> String {
-    abi_auth::issue_service_token(
-        identity,
-        SECRET,
-        abi_auth::DEFAULT_TTL,
-        SystemTime::now(),
-        None,
-    )
-    .unwrap()
+    requests::service_token(SECRET, identity)
 }
 
 /// A module's own token, signed with its module key.
 pub fn module_token(identity: &str) -> String {
-    let key = abi_auth::module_key(SECRET, identity).unwrap();
-    abi_auth::issue_module_token(
-        identity,
-        &key,
-        abi_auth::DEFAULT_TTL,
-        SystemTime::now(),
-        None,
-    )
-    .unwrap()
+    requests::module_token(SECRET, identity)
 }
 
 /// A caller token bound to one instance (`aud`), signed with the project secret.
 pub fn bound_service_token(identity: &str, instance_id: &str) -> String {
-    abi_auth::issue_service_token(
-        identity,
-        SECRET,
-        abi_auth::BOUND_TTL,
-        SystemTime::now(),
-        Some(instance_id),
-    )
-    .unwrap()
+    requests::bound_service_token(SECRET, identity, instance_id)
 }
 
 /// A caller token bound to one instance, signed with the caller's module key.
 pub fn bound_module_token(identity: &str, instance_id: &str) -> String {
-    let key = abi_auth::module_key(SECRET, identity).unwrap();
-    abi_auth::issue_module_token(
-        identity,
-        &key,
-        abi_auth::BOUND_TTL,
-        SystemTime::now(),
-        Some(instance_id),
-    )
-    .unwrap()
+    requests::bound_module_token(SECRET, identity, instance_id)
 }
 
-/// A lease token of the size the rules require.
-pub fn lease_token(instance_id: &str) -> String {
-    format!("lease-{instance_id:0>40}")
-}
+pub use abi_test_support::requests::lease_token;
 
 /// A registration of `module_id` with one invocable agent `Researcher`, one model
 /// `chat` and one app `board`.
 pub fn register_request(module_id: &str, instance_id: &str) -> pb::RegisterRequest {
-    pb::RegisterRequest {
-        descriptor: Some(pb::ModuleDescriptor {
+    requests::register_request(
+        pb::ModuleDescriptor {
             module_id: module_id.to_owned(),
             package_version: "1.0.0".to_owned(),
             contract_major: 1,
@@ -92,11 +57,9 @@ pub fn register_request(module_id: &str, instance_id: &str) -> pb::RegisterReque
                 capabilities: vec!["agent.invoke.v1".to_owned()],
             }],
             ..Default::default()
-        }),
-        instance_id: instance_id.to_owned(),
-        lease_token: lease_token(instance_id),
-        ..Default::default()
-    }
+        },
+        instance_id,
+    )
 }
 
 /// `abi-discovery`'s `run` in this process, on its own task.
@@ -123,7 +86,7 @@ impl Owner {
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(abi_discovery::run::run(valid, shutdown.clone()));
         let rpc = Rpc::connect(url, project).await;
-        rpc.wait_ready().await;
+        wait_ready(&rpc).await;
         Self { shutdown, task }
     }
 
@@ -137,91 +100,18 @@ impl Owner {
     }
 }
 
-/// A NATS client calling one project's discovery subjects.
-#[derive(Clone)]
-pub struct Rpc {
-    pub client: async_nats::Client,
-    pub project: Project,
-}
+/// A NATS client calling one project's discovery subjects (the shared raw
+/// wire client).
+pub type Rpc = abi_test_support::WireClient;
 
-impl Rpc {
-    /// Connects to `url`, one URL or a comma-separated seed list.
-    pub async fn connect(url: &str, project: &str) -> Self {
-        let client = async_nats::connect(url.split(',').collect::<Vec<_>>())
-            .await
-            .unwrap();
-        Self {
-            client,
-            project: Project::new(project).unwrap(),
-        }
-    }
-
-    /// Waits (30 s at most) until some owner answers `list_modules`.
-    pub async fn wait_ready(&self) {
-        let token = service_token("api");
-        abi_test_support::wait_until(CALL_TIMEOUT, || {
-            let token = token.clone();
-            async move {
-                let request = pb::ListModulesRequest {
-                    limit: 1,
-                    ..Default::default()
-                };
-                let mut headers = HeaderMap::new();
-                headers.insert(abi_auth::AUTH_HEADER, token.as_str());
-                let subject = subjects::operation(&self.project, Operation::ListModules);
-                let sent = self.client.request_with_headers(
-                    subject,
-                    headers,
-                    request.encode_to_vec().into(),
-                );
-                matches!(
-                    tokio::time::timeout(Duration::from_secs(2), sent).await,
-                    Ok(Ok(_))
-                )
-            }
-        })
-        .await
-        .expect("discovery owner answers within 30 s");
-    }
-
-    /// Sends raw bytes with these headers and returns the raw reply.
-    pub async fn raw(&self, op: Operation, headers: HeaderMap, payload: Vec<u8>) -> Bytes {
-        let subject = subjects::operation(&self.project, op);
-        let reply = tokio::time::timeout(
-            CALL_TIMEOUT,
-            self.client
-                .request_with_headers(subject, headers, payload.into()),
-        )
-        .await
-        .expect("reply within the deadline")
-        .expect("request succeeds");
-        reply.payload
-    }
-
-    /// Sends `request` with `token` (if any) and decodes the reply as `R`.
-    pub async fn call<R: prost::Message + Default>(
-        &self,
-        op: Operation,
-        token: Option<&str>,
-        request: &impl prost::Message,
-    ) -> R {
-        let mut headers = HeaderMap::new();
-        if let Some(token) = token {
-            headers.insert(abi_auth::AUTH_HEADER, token);
-        }
-        let bytes = self.raw(op, headers, request.encode_to_vec()).await;
-        R::decode(bytes).expect("reply decodes")
-    }
+/// Waits (30 s at most) until some owner of `rpc`'s project answers.
+pub async fn wait_ready(rpc: &Rpc) {
+    rpc.wait_ready(&service_token("api"), CALL_TIMEOUT).await;
 }
 
 /// The registry snapshot bytes of `project` as stored (empty when never written).
 pub async fn snapshot_bytes(client: &async_nats::Client, project: &str) -> Bytes {
-    let js = async_nats::jetstream::new(client.clone());
-    let kv = js
-        .get_key_value(abi_wire::discovery::registry_bucket(project))
-        .await
-        .unwrap();
-    kv.get(abi_wire::discovery::REGISTRY_KEY)
+    abi_test_support::stored_snapshot(client, project)
         .await
         .unwrap()
         .unwrap_or_default()
