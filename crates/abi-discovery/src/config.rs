@@ -11,7 +11,7 @@ use std::time::Duration;
 use abi_process::NatsArgs;
 use clap::Parser;
 
-use crate::subjects::Project;
+use abi_wire::discovery::Project;
 
 pub use abi_wire::DEFAULT_NATS_URL;
 /// The reference's default project, so an unconfigured owner and SDK meet.

@@ -1,9 +1,10 @@
 //! The discovery service: serves `abi.discovery.v1` over NATS request-reply and
 //! keeps the registry as one compare-and-swap-protected protobuf snapshot in a
-//! JetStream KV bucket. The rules themselves live in `abi-registry`.
+//! JetStream KV bucket. The rules themselves live in `abi-registry`; every
+//! subject, queue group and bucket name comes from `abi_wire::discovery`.
 //!
 //! Code map, leaves first (no module uses one listed after it):
-//! - `clock`, `subjects`, `error` (the core's [`DiscoveryError`]), `telemetry`
+//! - `clock`, `error` (the core's [`DiscoveryError`]), `telemetry`
 //!   (counters and histograms), `store` (the snapshot port, its JetStream and
 //!   in-memory adapters, the cache and decoding);
 //! - `writer` (the group-commit writer task), `discovery` (the core the
@@ -32,7 +33,6 @@ pub mod service;
 /// The signal watcher, shared with the other service binaries.
 pub use abi_process::shutdown;
 pub mod store;
-pub mod subjects;
 pub(crate) mod telemetry;
 pub(crate) mod writer;
 

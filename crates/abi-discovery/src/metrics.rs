@@ -41,8 +41,8 @@ use tokio_util::sync::CancellationToken;
 use crate::discovery::Discovery;
 use crate::endpoints::Stats;
 use crate::endpoints::stats::OK;
-use crate::subjects::Operation;
 use crate::telemetry::HistogramSnapshot;
+use abi_wire::discovery::Operation;
 
 /// The content type of the Prometheus text format.
 pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";

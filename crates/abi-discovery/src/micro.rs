@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::endpoints::Stats;
-use crate::subjects::{self, Operation, Project};
+use abi_wire::discovery::{Operation, Project};
 
 /// The service name other tools find us by.
 pub const SERVICE_NAME: &str = "abi-discovery";
@@ -128,7 +128,7 @@ pub fn ping_json(identity: &Identity) -> Vec<u8> {
 
 /// The `$SRV.INFO` answer: one endpoint per operation, with its subject and queue group.
 pub fn info_json(identity: &Identity) -> Vec<u8> {
-    let queue_group = subjects::owners_queue(&identity.project);
+    let queue_group = abi_wire::discovery::owners_queue(&identity.project);
     to_json(&Info {
         kind: "io.nats.micro.v1.info_response",
         name: &identity.name,
@@ -140,7 +140,7 @@ pub fn info_json(identity: &Identity) -> Vec<u8> {
             .into_iter()
             .map(|op| EndpointInfo {
                 name: op.as_str(),
-                subject: subjects::operation(&identity.project, op),
+                subject: abi_wire::discovery::operation(&identity.project, op),
                 queue_group: queue_group.clone(),
                 metadata: None,
             })
@@ -150,7 +150,7 @@ pub fn info_json(identity: &Identity) -> Vec<u8> {
 
 /// The `$SRV.STATS` answer: request counts, errors and processing time per endpoint.
 pub fn stats_json(identity: &Identity, stats: &Stats) -> Vec<u8> {
-    let queue_group = subjects::owners_queue(&identity.project);
+    let queue_group = abi_wire::discovery::owners_queue(&identity.project);
     let dropped = stats.dropped_without_reply();
     to_json(&StatsResponse {
         kind: "io.nats.micro.v1.stats_response",
@@ -166,7 +166,7 @@ pub fn stats_json(identity: &Identity, stats: &Stats) -> Vec<u8> {
                 let total = nanos(s.processing);
                 EndpointStatsJson {
                     name: op.as_str(),
-                    subject: subjects::operation(&identity.project, op),
+                    subject: abi_wire::discovery::operation(&identity.project, op),
                     queue_group: queue_group.clone(),
                     num_requests: s.requests,
                     num_errors: s.errors,
@@ -193,7 +193,7 @@ pub async fn serve(
 ) -> Result<JoinHandle<()>, async_nats::SubscribeError> {
     let mut subscriptions: SelectAll<Tagged> = SelectAll::new();
     for verb in [Verb::Ping, Verb::Info, Verb::Stats] {
-        for subject in subjects::micro(verb.as_str(), &identity.name, &identity.id) {
+        for subject in abi_wire::discovery::micro(verb.as_str(), &identity.name, &identity.id) {
             let subscriber = client.subscribe(subject).await?;
             subscriptions.push(Tagged::new(verb, subscriber));
         }
@@ -346,9 +346,9 @@ mod tests {
         assert_eq!(info["type"], "io.nats.micro.v1.info_response");
         let endpoints = info["endpoints"].as_array().unwrap();
         assert_eq!(endpoints.len(), 9);
-        let acme = crate::subjects::Project::new("acme").unwrap();
-        let subject = crate::subjects::operation(&acme, Operation::Register);
-        let queue = crate::subjects::owners_queue(&acme);
+        let acme = abi_wire::discovery::Project::new("acme").unwrap();
+        let subject = abi_wire::discovery::operation(&acme, Operation::Register);
+        let queue = abi_wire::discovery::owners_queue(&acme);
         assert!(endpoints.iter().any(|e| e["name"] == "register"
             && e["subject"] == subject.as_str()
             && e["queue_group"] == queue.as_str()));

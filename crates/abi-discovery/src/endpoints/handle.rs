@@ -12,7 +12,7 @@ use prost::Message;
 use super::backend::{Backend, Failure};
 use crate::config::Secret;
 use crate::error::UNAVAILABLE_MESSAGE;
-use crate::subjects::Operation;
+use abi_wire::discovery::Operation;
 
 /// The largest request or reply the service handles, whatever the broker allows: the
 /// registry itself is capped at this size.

@@ -26,7 +26,7 @@ use tracing::Instrument as _;
 use super::backend::Backend;
 use super::handle::Handler;
 use super::stats::Stats;
-use crate::subjects::{self, Operation, Project};
+use abi_wire::discovery::{Operation, Project};
 
 /// Why the endpoints could not start or stopped on their own.
 #[derive(Debug, thiserror::Error)]
@@ -100,10 +100,10 @@ pub async fn serve<B: Backend>(
         max_concurrent,
         timeout,
     } = limits;
-    let queue = subjects::owners_queue(project);
+    let queue = abi_wire::discovery::owners_queue(project);
     let mut subscriptions = SelectAll::new();
     for op in Operation::ALL {
-        let subject = subjects::operation(project, op);
+        let subject = abi_wire::discovery::operation(project, op);
         let subscriber = client
             .queue_subscribe(subject.clone(), queue.clone())
             .await

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use abi_registry::ErrorCode;
 
-use crate::subjects::Operation;
 use crate::telemetry::{Histogram, HistogramSnapshot};
+use abi_wire::discovery::Operation;
 
 /// The code label of a request answered without a `CallError`.
 pub const OK: &str = "OK";
