@@ -6,7 +6,11 @@
 //! * [`sql`]: the reference's SQL compiler, one implementation for SQLite
 //!   and PostgreSQL.
 //! * [`store`]: the adapters (SQLite here; PostgreSQL beside it).
+//! * [`service`]: the NATS micro service `document` over a store
+//!   ([`service::Handler`] is free of NATS); [`config`]: the binary's settings.
 
 pub mod codec;
+pub mod config;
 pub mod sql;
+pub mod service;
 pub mod store;

@@ -194,7 +194,9 @@ impl<S: DocumentStore> Handler<S> {
         validate_name(&r.namespace)?;
         self.check_write(&call, &r.namespace)?;
         validate_name(&r.collection)?;
-        self.store.drop_collection(&r.namespace, &r.collection).await?;
+        self.store
+            .drop_collection(&r.namespace, &r.collection)
+            .await?;
         Ok(pb::DropCollectionResponse::default())
     }
 
@@ -218,7 +220,10 @@ impl<S: DocumentStore> Handler<S> {
     ) -> Result<pb::CollectionSpecResponse, DocumentError> {
         validate_name(&r.namespace)?;
         validate_name(&r.collection)?;
-        let spec = self.store.collection_spec(&r.namespace, &r.collection).await?;
+        let spec = self
+            .store
+            .collection_spec(&r.namespace, &r.collection)
+            .await?;
         Ok(pb::CollectionSpecResponse {
             spec: Some(spec_to_pb(&spec)),
             ..Default::default()
@@ -282,11 +287,17 @@ impl<S: DocumentStore> Handler<S> {
         Ok(pb::DeleteResponse::default())
     }
 
-    async fn find(&self, call: Call, r: pb::FindRequest) -> Result<pb::FindResponse, DocumentError> {
+    async fn find(
+        &self,
+        call: Call,
+        r: pb::FindRequest,
+    ) -> Result<pb::FindResponse, DocumentError> {
         validate_name(&r.namespace)?;
         let where_ = where_from_pb(&r.r#where)?;
         let order_by = order_from_pb(r.order_by.as_ref());
-        let limit = r.limit.map_or(abi_document_model::query::DEFAULT_FIND_LIMIT, i64::from);
+        let limit = r
+            .limit
+            .map_or(abi_document_model::query::DEFAULT_FIND_LIMIT, i64::from);
         // The smaller of the caller's budget and the broker's share, so the
         // reply fits in one message.
         let max_bytes = match (r.max_bytes, call.page_bytes) {
@@ -311,12 +322,19 @@ impl<S: DocumentStore> Handler<S> {
         })
     }
 
-    async fn count(&self, _call: Call, r: pb::CountRequest) -> Result<pb::CountResponse, DocumentError> {
+    async fn count(
+        &self,
+        _call: Call,
+        r: pb::CountRequest,
+    ) -> Result<pb::CountResponse, DocumentError> {
         validate_name(&r.namespace)?;
         let where_ = where_from_pb(&r.r#where)?;
         validate_query(&where_, None, abi_document_model::query::DEFAULT_FIND_LIMIT)?;
         validate_name(&r.collection)?;
-        let count = self.store.count(&r.namespace, &r.collection, where_).await?;
+        let count = self
+            .store
+            .count(&r.namespace, &r.collection, where_)
+            .await?;
         Ok(pb::CountResponse {
             count,
             ..Default::default()

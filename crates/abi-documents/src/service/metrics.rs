@@ -10,7 +10,9 @@ use abi_wire::ErrorCode;
 use abi_wire::documents::Operation;
 
 /// The latency buckets, in seconds.
-const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
+const BUCKETS: [f64; 10] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5,
+];
 
 #[derive(Debug, Default, Clone)]
 struct Series {
@@ -53,9 +55,15 @@ impl Metrics {
     /// The Prometheus text exposition of every series.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        out.push_str("# HELP abi_documents_requests_total Requests answered, by operation and code.\n");
+        out.push_str(
+            "# HELP abi_documents_requests_total Requests answered, by operation and code.\n",
+        );
         out.push_str("# TYPE abi_documents_requests_total counter\n");
-        let answered = self.answered.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let answered = self
+            .answered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for ((op, code), series) in &answered {
             let _ = writeln!(
                 out,
@@ -64,7 +72,9 @@ impl Metrics {
                 series.count
             );
         }
-        out.push_str("# HELP abi_documents_request_seconds Time to answer a request, by operation.\n");
+        out.push_str(
+            "# HELP abi_documents_request_seconds Time to answer a request, by operation.\n",
+        );
         out.push_str("# TYPE abi_documents_request_seconds histogram\n");
         let mut by_op: BTreeMap<Operation, Series> = BTreeMap::new();
         for ((op, _), series) in &answered {
@@ -88,14 +98,30 @@ impl Metrics {
                 "abi_documents_request_seconds_bucket{{operation=\"{op}\",le=\"+Inf\"}} {}",
                 series.count
             );
-            let _ = writeln!(out, "abi_documents_request_seconds_sum{{operation=\"{op}\"}} {}", series.sum_secs);
-            let _ = writeln!(out, "abi_documents_request_seconds_count{{operation=\"{op}\"}} {}", series.count);
+            let _ = writeln!(
+                out,
+                "abi_documents_request_seconds_sum{{operation=\"{op}\"}} {}",
+                series.sum_secs
+            );
+            let _ = writeln!(
+                out,
+                "abi_documents_request_seconds_count{{operation=\"{op}\"}} {}",
+                series.count
+            );
         }
         out.push_str("# HELP abi_documents_dropped_total Requests without a reply subject, not carried out.\n");
         out.push_str("# TYPE abi_documents_dropped_total counter\n");
-        let dropped = self.dropped.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let dropped = self
+            .dropped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for (op, n) in dropped {
-            let _ = writeln!(out, "abi_documents_dropped_total{{operation=\"{}\"}} {n}", op.as_str());
+            let _ = writeln!(
+                out,
+                "abi_documents_dropped_total{{operation=\"{}\"}} {n}",
+                op.as_str()
+            );
         }
         out
     }
@@ -109,13 +135,21 @@ mod tests {
     fn renders_counters_and_histograms() {
         let m = Metrics::default();
         m.observe(Operation::Put, None, Duration::from_millis(1));
-        m.observe(Operation::Put, Some(ErrorCode::VersionConflict), Duration::from_millis(3));
+        m.observe(
+            Operation::Put,
+            Some(ErrorCode::VersionConflict),
+            Duration::from_millis(3),
+        );
         m.no_reply(Operation::Get);
         let text = m.render();
         assert!(text.contains("abi_documents_requests_total{operation=\"put\",code=\"OK\"} 1"));
-        assert!(text.contains("abi_documents_requests_total{operation=\"put\",code=\"VERSION_CONFLICT\"} 1"));
+        assert!(text.contains(
+            "abi_documents_requests_total{operation=\"put\",code=\"VERSION_CONFLICT\"} 1"
+        ));
         assert!(text.contains("abi_documents_request_seconds_count{operation=\"put\"} 2"));
-        assert!(text.contains("abi_documents_request_seconds_bucket{operation=\"put\",le=\"0.001\"} 1"));
+        assert!(
+            text.contains("abi_documents_request_seconds_bucket{operation=\"put\",le=\"0.001\"} 1")
+        );
         assert!(text.contains("abi_documents_dropped_total{operation=\"get\"} 1"));
     }
 }

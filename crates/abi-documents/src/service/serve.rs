@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use abi_document_model::DocumentStore;
-use abi_wire::documents::{self, ERROR_CODE_HEADER, OVERFLOW_REQUEST_HEADER, Operation};
 use abi_wire::AUTH_HEADER;
+use abi_wire::documents::{self, ERROR_CODE_HEADER, OVERFLOW_REQUEST_HEADER, Operation};
 use async_nats::service::{Request as ServiceRequest, ServiceExt as _};
 use async_nats::{Client, HeaderMap};
 use futures::StreamExt as _;
@@ -119,11 +119,21 @@ pub async fn serve<S: DocumentStore>(
 }
 
 /// What a request task needs.
-#[derive(Clone)]
 struct Worker<S> {
     client: Client,
     handler: Arc<Handler<S>>,
     metrics: Arc<Metrics>,
+}
+
+// Not derived: a derive would ask `S: Clone`, and only the `Arc` is cloned.
+impl<S> Clone for Worker<S> {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            handler: self.handler.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
 }
 
 async fn request_loop<S: DocumentStore>(
@@ -169,9 +179,7 @@ impl<S: DocumentStore> Worker<S> {
             return;
         };
         let headers = request.message.headers.as_ref();
-        let token = headers
-            .and_then(|h| h.get(AUTH_HEADER))
-            .map(|v| v.as_str());
+        let token = headers.and_then(|h| h.get(AUTH_HEADER)).map(|v| v.as_str());
         let overflowed = headers
             .and_then(|h| h.get(OVERFLOW_REQUEST_HEADER))
             .is_some_and(|v| !v.as_str().is_empty());
