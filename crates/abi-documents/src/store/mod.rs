@@ -1,1 +1,3 @@
 //! Storage adapters implementing [`abi_document_model::DocumentStore`].
+
+pub mod postgres;
