@@ -11,6 +11,7 @@
 
 pub mod codec;
 pub mod config;
-pub mod sql;
+pub mod run;
 pub mod service;
+pub mod sql;
 pub mod store;

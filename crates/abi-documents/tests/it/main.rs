@@ -1,0 +1,11 @@
+//! The integration tests of `abi-documents`: the store conformance suite on
+//! SQLite files, the SQLite adapter's own guarantees (concurrency,
+//! durability), and the codec against values the reference computed.
+
+// Tests fail loudly on purpose: an unexpected error is the test failing.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod codec_reference;
+pub mod conformance;
+mod nats_service;
+mod sqlite;
