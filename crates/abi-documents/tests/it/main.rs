@@ -7,5 +7,4 @@
 
 mod codec_reference;
 pub mod conformance;
-mod nats_service;
 mod sqlite;

@@ -1,0 +1,480 @@
+//! The operations on one connection, inside a transaction the caller opened
+//! (the writer's savepoint, or a reader's read transaction).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use abi_document_model::datetime::python_str_repr;
+use abi_document_model::validate::{validate_data, validate_name, validate_spec};
+use abi_document_model::{CollectionSpec, Data, Datetime, Document, DocumentError, Predicate};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{Connection, OptionalExtension, Row, ToSql};
+
+use super::connection::{COLLECTIONS_TABLE, DOCUMENTS_TABLE, SqliteQuote};
+use super::error::Translate;
+use crate::codec::{decode_data, dumps, encode_data, parse};
+use crate::sql::{
+    CatalogLock, Compiler, Dialect, FindPlan, SqlParam, Statement, merge_spec, parse_spec,
+    spec_json, within_budget,
+};
+
+/// What every connection of one store shares: the literal quoting and the
+/// parsed catalog specs.
+#[derive(Debug)]
+pub struct Shared {
+    quote: SqliteQuote,
+    specs: Mutex<HashMap<String, CollectionSpec>>,
+}
+
+/// Parsed specs kept at most (the reference keeps 128).
+const SPEC_CACHE_LIMIT: usize = 128;
+
+struct Param<'a>(&'a SqlParam);
+
+impl ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self.0 {
+            SqlParam::Int(n) => ToSqlOutput::Borrowed(ValueRef::Integer(*n)),
+            SqlParam::Text(s) | SqlParam::Json(s) | SqlParam::Numeric(s) => {
+                ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes()))
+            }
+        })
+    }
+}
+
+fn bound(statement: &Statement) -> impl rusqlite::Params + '_ {
+    rusqlite::params_from_iter(statement.params.iter().map(Param))
+}
+
+fn stored_error() -> DocumentError {
+    DocumentError::Storage("Stored document row is malformed".to_owned())
+}
+
+/// A document from a row of [`crate::sql::DOCUMENT_COLUMNS`].
+fn document(row: &Row<'_>) -> rusqlite::Result<Result<Document, DocumentError>> {
+    let id: String = row.get(0)?;
+    let raw: String = row.get(1)?;
+    let created: String = row.get(2)?;
+    let updated: String = row.get(3)?;
+    let version: i64 = row.get(4)?;
+    Ok((|| {
+        let data = decode_data(&parse(&raw).map_err(|_| stored_error())?)?;
+        Ok(Document {
+            id,
+            data,
+            created_at: Datetime::parse_iso(&created).map_err(|_| stored_error())?,
+            updated_at: Datetime::parse_iso(&updated).map_err(|_| stored_error())?,
+            version,
+        })
+    })())
+}
+
+impl Shared {
+    /// A fresh quoter and an empty cache.
+    ///
+    /// # Errors
+    ///
+    /// When SQLite cannot open the quoter's connection.
+    pub fn new() -> Result<Self, DocumentError> {
+        Ok(Self {
+            quote: SqliteQuote::new()?,
+            specs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The compiler for this store's tables.
+    pub fn compiler(&self) -> Compiler<'_> {
+        Compiler::new(
+            Dialect::Sqlite,
+            &self.quote,
+            DOCUMENTS_TABLE,
+            COLLECTIONS_TABLE,
+        )
+    }
+
+    fn parse_spec_cached(&self, text: &str) -> Result<CollectionSpec, DocumentError> {
+        if let Ok(cache) = self.specs.lock()
+            && let Some(spec) = cache.get(text)
+        {
+            return Ok(spec.clone());
+        }
+        let spec = parse_spec(text)?;
+        if let Ok(mut cache) = self.specs.lock() {
+            if cache.len() >= SPEC_CACHE_LIMIT {
+                cache.clear();
+            }
+            cache.insert(text.to_owned(), spec.clone());
+        }
+        Ok(spec)
+    }
+
+    /// The collection's declaration, with the names checked first.
+    ///
+    /// # Errors
+    ///
+    /// `INVALID_ARGUMENT` for a bad name, `COLLECTION_NOT_FOUND`.
+    pub fn require_collection(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+        collection: &str,
+    ) -> Result<CollectionSpec, DocumentError> {
+        validate_name(namespace)?;
+        validate_name(collection)?;
+        let statement = self
+            .compiler()
+            .select_spec(namespace, collection, CatalogLock::Share);
+        let text: Option<String> = conn
+            .prepare_cached(&statement.sql)
+            .and_then(|mut s| s.query_row(bound(&statement), |row| row.get(0)).optional())
+            .translated()?;
+        match text {
+            Some(text) => self.parse_spec_cached(&text),
+            None => Err(DocumentError::CollectionNotFound(format!(
+                "Collection {namespace}.{collection} does not exist"
+            ))),
+        }
+    }
+
+    /// Declares or merges a collection (see `DocumentSQL.ensure_collection`).
+    ///
+    /// # Errors
+    ///
+    /// `INVALID_ARGUMENT` (bad spec, type change, existing data of another
+    /// type), `UNIQUE_VIOLATION` (existing duplicates), storage errors.
+    pub fn ensure_collection(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+        spec: &CollectionSpec,
+    ) -> Result<(), DocumentError> {
+        validate_spec(spec)?;
+        validate_name(namespace)?;
+        let sql = self.compiler();
+        let insert = sql.insert_collection(
+            namespace,
+            &spec.name,
+            &spec_json(&CollectionSpec::new(spec.name.clone())),
+        );
+        conn.execute(&insert.sql, bound(&insert)).translated()?;
+        let old = self.require_collection(conn, namespace, &spec.name)?;
+        let merged = merge_spec(&old, spec)?;
+        let types = |s: &CollectionSpec| -> HashMap<String, String> {
+            s.fields
+                .iter()
+                .map(|f| (f.name.clone(), f.field_type.clone()))
+                .collect()
+        };
+        if types(&merged) != types(&old) {
+            self.check_existing_data(conn, namespace, &merged)?;
+        }
+        for (name, statement) in sql.index_statements(namespace, &merged)? {
+            ensure_index(conn, &name, &statement)?;
+        }
+        if merged != old {
+            let update = sql.update_spec(&spec_json(&merged), namespace, &spec.name);
+            conn.execute(&update.sql, bound(&update)).translated()?;
+        }
+        Ok(())
+    }
+
+    fn check_existing_data(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+        merged: &CollectionSpec,
+    ) -> Result<(), DocumentError> {
+        let select = self
+            .compiler()
+            .select_collection_data(namespace, &merged.name);
+        let mut statement = conn.prepare(&select.sql).translated()?;
+        let mut rows = statement.query(bound(&select)).translated()?;
+        while let Some(row) = rows.next().translated()? {
+            let id: String = row.get(0).translated()?;
+            let raw: String = row.get(1).translated()?;
+            let data = decode_data(&parse(&raw).map_err(|_| stored_error())?)?;
+            if let Err(e) = validate_data(&data, Some(merged)) {
+                return Err(DocumentError::InvalidArgument(format!(
+                    "Cannot declare {namespace}.{}: document {}: {e}. Migrate existing data before adding this declaration.",
+                    merged.name,
+                    python_str_repr(&id)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops a collection, its documents and its indexes.
+    ///
+    /// # Errors
+    ///
+    /// `COLLECTION_NOT_FOUND`, storage errors.
+    pub fn drop_collection(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+        collection: &str,
+    ) -> Result<(), DocumentError> {
+        let spec = self.require_collection(conn, namespace, collection)?;
+        let sql = self.compiler();
+        let delete = sql.delete_collection_documents(namespace, collection);
+        conn.execute(&delete.sql, bound(&delete)).translated()?;
+        for (name, _) in sql.index_statements(namespace, &spec)? {
+            conn.execute(&sql.drop_index(&name).sql, []).translated()?;
+        }
+        let row = sql.delete_collection(namespace, collection);
+        conn.execute(&row.sql, bound(&row)).translated()?;
+        Ok(())
+    }
+
+    /// Writes a document (names and version already checked).
+    ///
+    /// # Errors
+    ///
+    /// `COLLECTION_NOT_FOUND`, `INVALID_ARGUMENT` (data), `VERSION_CONFLICT`,
+    /// `UNIQUE_VIOLATION`, storage errors.
+    pub fn put(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        data: &Data,
+        if_version: Option<i64>,
+    ) -> Result<Document, DocumentError> {
+        let spec = self.require_collection(conn, namespace, collection)?;
+        validate_data(data, Some(&spec))?;
+        let raw = dumps(&encode_data(data));
+        let now = Datetime::now().isoformat_micros();
+        let statement = self
+            .compiler()
+            .put(namespace, collection, id, &raw, &now, if_version);
+        let row = conn
+            .prepare_cached(&statement.sql)
+            .and_then(|mut s| s.query_row(bound(&statement), document).optional())
+            .translated()?;
+        match row {
+            Some(document) => document,
+            None => Err(DocumentError::VersionConflict(format!(
+                "Document {collection}/{id} does not have version {}",
+                if_version.map_or_else(|| "None".to_owned(), |v| v.to_string())
+            ))),
+        }
+    }
+
+    /// Deletes a document (names and version already checked).
+    ///
+    /// # Errors
+    ///
+    /// `COLLECTION_NOT_FOUND`, `VERSION_CONFLICT`, storage errors.
+    pub fn delete(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        if_version: Option<i64>,
+    ) -> Result<(), DocumentError> {
+        self.require_collection(conn, namespace, collection)?;
+        let statement = self
+            .compiler()
+            .delete(namespace, collection, id, if_version);
+        let deleted = conn
+            .prepare_cached(&statement.sql)
+            .and_then(|mut s| s.execute(bound(&statement)))
+            .translated()?;
+        if let Some(version) = if_version
+            && deleted == 0
+        {
+            return Err(DocumentError::VersionConflict(format!(
+                "Document {collection}/{id} does not have version {version}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads a document (id already checked).
+    ///
+    /// # Errors
+    ///
+    /// `COLLECTION_NOT_FOUND`, `DOCUMENT_NOT_FOUND`, storage errors.
+    pub fn get(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+    ) -> Result<Document, DocumentError> {
+        self.require_collection(conn, namespace, collection)?;
+        let statement = self.compiler().get(namespace, collection, id);
+        let row = conn
+            .prepare_cached(&statement.sql)
+            .and_then(|mut s| s.query_row(bound(&statement), document).optional())
+            .translated()?;
+        row.unwrap_or_else(|| {
+            Err(DocumentError::DocumentNotFound(format!(
+                "Document {collection}/{id} does not exist"
+            )))
+        })
+    }
+
+    /// The sorted names of a namespace's collections (namespace checked).
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    pub fn collections(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+    ) -> Result<Vec<String>, DocumentError> {
+        let statement = self.compiler().select_collections(namespace);
+        sorted_names(conn, &statement)
+    }
+
+    /// The sorted namespaces holding a collection.
+    ///
+    /// # Errors
+    ///
+    /// Storage errors.
+    pub fn namespaces(&self, conn: &Connection) -> Result<Vec<String>, DocumentError> {
+        sorted_names(conn, &self.compiler().select_namespaces())
+    }
+
+    /// How many documents match (predicates already checked).
+    ///
+    /// # Errors
+    ///
+    /// `COLLECTION_NOT_FOUND`, storage errors.
+    pub fn count(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+        collection: &str,
+        statement: &Statement,
+    ) -> Result<i64, DocumentError> {
+        self.require_collection(conn, namespace, collection)?;
+        conn.prepare_cached(&statement.sql)
+            .and_then(|mut s| s.query_row(bound(statement), |row| row.get(0)))
+            .translated()
+    }
+
+    /// One attempt at a page of `plan`: the items and whether more follow.
+    ///
+    /// # Errors
+    ///
+    /// `COLLECTION_NOT_FOUND`, storage errors.
+    pub fn find_once(
+        &self,
+        conn: &Connection,
+        namespace: &str,
+        collection: &str,
+        plan: &FindPlan,
+    ) -> Result<(Vec<Document>, bool), DocumentError> {
+        self.require_collection(conn, namespace, collection)?;
+        let limit = usize::try_from(plan.limit()).unwrap_or(usize::MAX);
+        let Some(max_bytes) = plan.max_bytes() else {
+            let mut statement = conn.prepare_cached(&plan.rows.sql).translated()?;
+            let mut rows = statement.query(bound(&plan.rows)).translated()?;
+            let mut items = Vec::new();
+            let mut more = false;
+            while let Some(row) = rows.next().translated()? {
+                if items.len() == limit {
+                    more = true;
+                    break;
+                }
+                items.push(document(row).translated()??);
+            }
+            return Ok((items, more));
+        };
+        // Sizes first, then the kept documents only: memory follows the byte
+        // budget, not the page size. Stored JSON is ASCII, so its length in
+        // characters is its size in bytes.
+        let sized: Vec<(String, i64)> = conn
+            .prepare_cached(&plan.sizes.sql)
+            .and_then(|mut s| {
+                s.query_map(bound(&plan.sizes), |row| Ok((row.get(0)?, row.get(1)?)))?
+                    .collect()
+            })
+            .translated()?;
+        let (kept, more) = within_budget(&sized, plan.limit(), max_bytes);
+        if kept.is_empty() {
+            return Ok((Vec::new(), more));
+        }
+        let by_ids = self.compiler().by_ids(namespace, collection, &kept);
+        let mut found: HashMap<String, Document> = HashMap::new();
+        {
+            let mut statement = conn.prepare(&by_ids.sql).translated()?;
+            let mut rows = statement.query(bound(&by_ids)).translated()?;
+            while let Some(row) = rows.next().translated()? {
+                let doc = document(row).translated()??;
+                found.insert(doc.id.clone(), doc);
+            }
+        }
+        // A document deleted between the two reads is left out.
+        let items = kept.iter().filter_map(|id| found.remove(id)).collect();
+        Ok((items, more))
+    }
+}
+
+fn sorted_names(conn: &Connection, statement: &Statement) -> Result<Vec<String>, DocumentError> {
+    let mut names: Vec<String> = conn
+        .prepare_cached(&statement.sql)
+        .and_then(|mut s| s.query_map(bound(statement), |row| row.get(0))?.collect())
+        .translated()?;
+    names.sort();
+    Ok(names)
+}
+
+/// Creates an index, first dropping one of the same name whose definition
+/// differs (an older release's accessor), all inside the caller's
+/// transaction. Definitions are compared without `IF NOT EXISTS` (SQLite
+/// does not keep it) and with whitespace runs collapsed (SQLite versions
+/// reprint differently).
+fn ensure_index(conn: &Connection, name: &str, statement: &str) -> Result<(), DocumentError> {
+    let existing: Option<Option<String>> = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?",
+            [name],
+            |row| row.get(0),
+        )
+        .optional()
+        .translated()?;
+    if let Some(existing) = existing
+        && normalized_ddl(existing.as_deref().unwrap_or("")) != normalized_ddl(statement)
+    {
+        conn.execute(&format!("DROP INDEX {name}"), [])
+            .translated()?;
+    }
+    conn.execute(statement, []).translated()?;
+    Ok(())
+}
+
+/// A DDL text without `IF NOT EXISTS`, whitespace runs collapsed.
+pub fn normalized_ddl(statement: &str) -> String {
+    statement
+        .replace(" IF NOT EXISTS", "")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Checked predicates' count statement (`validate_query` with the default
+/// page size, as the reference's count does).
+///
+/// # Errors
+///
+/// `INVALID_ARGUMENT` for bad predicates.
+pub fn count_statement(
+    shared: &Shared,
+    namespace: &str,
+    collection: &str,
+    where_: &[Predicate],
+) -> Result<Statement, DocumentError> {
+    abi_document_model::validate::validate_query(
+        where_,
+        None,
+        abi_document_model::query::DEFAULT_FIND_LIMIT,
+    )?;
+    shared.compiler().count(namespace, collection, where_)
+}

@@ -1,0 +1,184 @@
+//! The one writer: a thread owning the write connection, committing each
+//! batch of queued commands in one transaction (group commit).
+//!
+//! SQLite allows one writer at a time; many connections taking turns wait on
+//! its file lock and, past the busy timeout, fail with "database is locked".
+//! Here every write of the process goes through one connection instead, so
+//! the lock is only ever contended by other processes, and one fsync covers
+//! a whole batch. Each command runs in its own SAVEPOINT: a command that
+//! fails (a conflict, a unique violation) is rolled back alone and the rest
+//! of the batch commits.
+
+use std::sync::Arc;
+
+use abi_document_model::{CollectionSpec, Data, Document, DocumentError};
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use super::error::Translate;
+use super::ops::Shared;
+
+/// A write the writer performs.
+#[derive(Debug)]
+pub enum WriteOp {
+    /// `ensure_collection`.
+    Ensure {
+        /// The namespace.
+        namespace: String,
+        /// The declaration.
+        spec: CollectionSpec,
+    },
+    /// `drop_collection`.
+    Drop {
+        /// The namespace.
+        namespace: String,
+        /// The collection.
+        collection: String,
+    },
+    /// `put`.
+    Put {
+        /// The namespace.
+        namespace: String,
+        /// The collection.
+        collection: String,
+        /// The document id.
+        id: String,
+        /// The document.
+        data: Data,
+        /// The expected version.
+        if_version: Option<i64>,
+    },
+    /// `delete`.
+    Delete {
+        /// The namespace.
+        namespace: String,
+        /// The collection.
+        collection: String,
+        /// The document id.
+        id: String,
+        /// The expected version.
+        if_version: Option<i64>,
+    },
+}
+
+/// What a write answers.
+#[derive(Debug)]
+pub enum WriteOutput {
+    /// The operation answers nothing.
+    Done,
+    /// The document as written.
+    Document(Box<Document>),
+}
+
+/// A write and where its answer goes.
+#[derive(Debug)]
+pub struct WriteCmd {
+    /// The write.
+    pub op: WriteOp,
+    /// The answer, sent once the batch holding it committed (or failed).
+    pub reply: oneshot::Sender<Result<WriteOutput, DocumentError>>,
+}
+
+/// Runs the writer until every sender is dropped: takes one command, adds
+/// what else is queued (up to `max_batch`), commits, answers, repeats. The
+/// commands already queued when the senders go are still committed.
+pub fn run(
+    conn: Connection,
+    shared: Arc<Shared>,
+    mut rx: mpsc::Receiver<WriteCmd>,
+    max_batch: usize,
+) {
+    let mut batch = Vec::with_capacity(max_batch);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(cmd) => batch.push(cmd),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&conn, &shared, &mut batch);
+    }
+}
+
+fn apply(conn: &Connection, shared: &Shared, op: &WriteOp) -> Result<WriteOutput, DocumentError> {
+    match op {
+        WriteOp::Ensure { namespace, spec } => shared
+            .ensure_collection(conn, namespace, spec)
+            .map(|()| WriteOutput::Done),
+        WriteOp::Drop {
+            namespace,
+            collection,
+        } => shared
+            .drop_collection(conn, namespace, collection)
+            .map(|()| WriteOutput::Done),
+        WriteOp::Put {
+            namespace,
+            collection,
+            id,
+            data,
+            if_version,
+        } => shared
+            .put(conn, namespace, collection, id, data, *if_version)
+            .map(|d| WriteOutput::Document(Box::new(d))),
+        WriteOp::Delete {
+            namespace,
+            collection,
+            id,
+            if_version,
+        } => shared
+            .delete(conn, namespace, collection, id, *if_version)
+            .map(|()| WriteOutput::Done),
+    }
+}
+
+fn commit_batch(conn: &Connection, shared: &Shared, batch: &mut Vec<WriteCmd>) {
+    let span = tracing::debug_span!("document_write_batch", batch_len = batch.len());
+    let _entered = span.enter();
+    let results = match run_batch(conn, shared, batch) {
+        Ok(results) => results,
+        Err(error) => {
+            // The transaction is gone (or never began): nothing of the batch
+            // was written.
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            batch.iter().map(|_| Err(error.clone())).collect()
+        }
+    };
+    for (cmd, result) in batch.drain(..).zip(results) {
+        // A caller that stopped waiting does not undo its write.
+        let _ = cmd.reply.send(result);
+    }
+}
+
+fn run_batch(
+    conn: &Connection,
+    shared: &Shared,
+    batch: &[WriteCmd],
+) -> Result<Vec<Result<WriteOutput, DocumentError>>, DocumentError> {
+    conn.execute_batch("BEGIN IMMEDIATE").translated()?;
+    let mut results = Vec::with_capacity(batch.len());
+    for cmd in batch {
+        conn.execute_batch("SAVEPOINT document_write")
+            .translated()?;
+        let result = apply(conn, shared, &cmd.op);
+        if conn.is_autocommit() {
+            // SQLite rolled the whole transaction back on its own (I/O error,
+            // disk full): the earlier commands are undone too.
+            return Err(match result {
+                Err(e @ DocumentError::Storage(_)) => e,
+                _ => DocumentError::Storage(super::error::STORAGE_MESSAGE.to_owned()),
+            });
+        }
+        let end = if result.is_ok() {
+            "RELEASE document_write"
+        } else {
+            "ROLLBACK TO document_write; RELEASE document_write"
+        };
+        conn.execute_batch(end).translated()?;
+        results.push(result);
+    }
+    conn.execute_batch("COMMIT").translated()?;
+    Ok(results)
+}

@@ -1,0 +1,171 @@
+//! The SQLite adapter: the conformance suite on real files, 64 concurrent
+//! writers, and durability across `kill -9`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use abi_document_model::{CollectionSpec, DocumentStore, Value};
+use abi_documents::store::{SqliteConfig, SqliteStore};
+
+use crate::conformance::{self, Backend, data};
+
+/// SQLite files in temp dirs.
+pub struct Sqlite;
+
+impl Backend for Sqlite {
+    type Db = tempfile::TempDir;
+    type Store = SqliteStore;
+
+    async fn database(&self) -> tempfile::TempDir {
+        tempfile::tempdir().expect("temp dir")
+    }
+
+    async fn open(&self, db: &tempfile::TempDir) -> SqliteStore {
+        SqliteStore::open(SqliteConfig::new(db.path().join("documents.sqlite")))
+            .await
+            .expect("open sqlite store")
+    }
+}
+
+conformance::conformance_tests!(&Sqlite);
+
+/// 64 concurrent writers: every put answered correctly, none "database is
+/// locked"; prints throughput and latency percentiles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_concurrent_writers_all_succeed() {
+    let (_db, store) = conformance::docs(&Sqlite).await;
+    let store = Arc::new(store);
+    const WRITERS: usize = 64;
+    const PUTS: usize = 50;
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..WRITERS {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            let mut latencies = Vec::with_capacity(PUTS);
+            for i in 0..PUTS {
+                let t = Instant::now();
+                let id = format!("w{w}-{i}");
+                let doc = store
+                    .put(
+                        "module",
+                        "records",
+                        &id,
+                        data([("n", Value::Int(i as i64))]),
+                        None,
+                    )
+                    .await
+                    .expect("every put succeeds");
+                assert_eq!(doc.version, 1);
+                latencies.push(t.elapsed());
+            }
+            latencies
+        });
+    }
+    let mut latencies: Vec<Duration> = tasks.join_all().await.concat();
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let pct = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize];
+    eprintln!(
+        "sqlite: {} puts by {WRITERS} writers in {elapsed:?}: {:.0} puts/s, p50 {:?}, p99 {:?}",
+        latencies.len(),
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        pct(0.5),
+        pct(0.99)
+    );
+    assert_eq!(
+        store.count("module", "records", vec![]).await,
+        Ok((WRITERS * PUTS) as i64)
+    );
+}
+
+const CHILD_ENV: &str = "ABI_DOCUMENTS_DURABILITY_CHILD";
+
+/// The child half of [`acknowledged_puts_survive_kill_9`]: writes puts
+/// until killed, printing each id once its put was acknowledged. Without
+/// the variable it does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durability_child() {
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let store = Arc::new(
+        SqliteStore::open(SqliteConfig::new(path))
+            .await
+            .expect("open"),
+    );
+    store
+        .ensure_collection("module", CollectionSpec::new("records"))
+        .await
+        .expect("ensure");
+    println!("ready");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    for w in 0..16 {
+        let (store, tx) = (Arc::clone(&store), tx.clone());
+        tokio::spawn(async move {
+            for i in 0.. {
+                let id = format!("w{w}-{i}");
+                if store
+                    .put("module", "records", &id, data([]), None)
+                    .await
+                    .is_ok()
+                {
+                    let _ = tx.send(id);
+                }
+            }
+        });
+    }
+    while let Some(id) = rx.recv().await {
+        println!("ack {id}");
+    }
+}
+
+/// Every put the child acknowledged is there after `kill -9` and reopening.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_puts_survive_kill_9() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("documents.sqlite");
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "sqlite::durability_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("child stdout");
+    let acked = tokio::task::spawn_blocking(move || {
+        let mut acked = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(id) = line.strip_prefix("ack ") {
+                acked.push(id.to_owned());
+                if acked.len() == 2000 {
+                    break;
+                }
+            }
+        }
+        acked
+    })
+    .await
+    .expect("reader");
+    // Child::kill sends SIGKILL: no destructor, no flush, no checkpoint.
+    child.kill().expect("kill -9");
+    child.wait().expect("reap");
+    assert_eq!(acked.len(), 2000, "the child acknowledged puts");
+    let store = SqliteStore::open(SqliteConfig::new(&path))
+        .await
+        .expect("reopen");
+    for id in &acked {
+        store
+            .get("module", "records", id)
+            .await
+            .expect("acknowledged put survived");
+    }
+}
