@@ -7,4 +7,5 @@
 
 mod codec_reference;
 pub mod conformance;
+mod nats_service;
 mod sqlite;
