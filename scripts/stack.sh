@@ -54,11 +54,11 @@ ok "$("$nats_server" --version)"
 if [ -n "$bin_dir" ]; then
   step "binaries from $bin_dir (no build)"
 else
-  step "build: cargo build -p abi-discovery -p abi-cli -p abi-examples"
-  cargo build --quiet -p abi-discovery -p abi-cli -p abi-examples
+  step "build: cargo build -p abi-discovery -p abi-documents -p abi-cli -p abi-examples"
+  cargo build --quiet -p abi-discovery -p abi-documents -p abi-cli -p abi-examples
   bin_dir="${CARGO_TARGET_DIR:-$root/target}/debug"
 fi
-for b in abi-discovery abictl provider consumer rollout-a rollout-b; do
+for b in abi-discovery abi-documents abictl provider consumer rollout-a rollout-b; do
   if [ ! -x "$bin_dir/$b" ]; then
     echo "stack: $bin_dir/$b is missing (build it, or drop --bin-dir)" >&2
     exit 1
@@ -118,15 +118,15 @@ cleanup() {
   [ "$stopped" = 1 ] && return
   stopped=1
   trap '' INT TERM
-  printf '\n==> shutdown: modules (SIGTERM, they drain), then abi-discovery, then nats-server\n'
+  printf '\n==> shutdown: modules (SIGTERM, they drain), then abi-documents, abi-discovery, nats-server\n'
   local i entry pid name
   # Modules first, newest first; the watch keeps printing them leave.
   for ((i = ${#procs[@]} - 1; i >= 0; i--)); do
     entry=${procs[$i]}; pid=${entry%% *}; name=${entry#* }
-    case "$name" in nats-server|abi-discovery|watch) continue ;; esac
+    case "$name" in nats-server|abi-discovery|abi-documents|watch) continue ;; esac
     kill -0 "$pid" 2>/dev/null && stop_proc "$pid" "$name" 30
   done
-  for name in watch abi-discovery nats-server; do
+  for name in watch abi-documents abi-discovery nats-server; do
     for entry in "${procs[@]}"; do
       pid=${entry%% *}
       if [ "${entry#* }" = "$name" ] && kill -0 "$pid" 2>/dev/null; then
@@ -191,6 +191,18 @@ for _ in $(seq 1 100); do
 done
 [ "$served" = 1 ] || fail "abi-discovery did not serve"
 ok "abi-discovery serves abi.discovery.$project.v1.*"
+# --- 4b. abi-documents ------------------------------------------------------
+step "abi-documents (abi.svc.document.v1, SQLite in $tmp/documents)"
+ABI_JWT_SECRET_FILE="$secret_file" ABI_DOCUMENTS_DATA_DIR="$tmp/documents" \
+  spawn abi-documents "$bin_dir/abi-documents"
+for _ in $(seq 1 100); do
+  grep -q "document service serving" "$tmp/logs/abi-documents.log" 2>/dev/null && break
+  kill -0 "$last_pid" 2>/dev/null || break
+  sleep 0.1
+done
+grep -q "document service serving" "$tmp/logs/abi-documents.log" 2>/dev/null \
+  || fail "abi-documents did not serve"
+ok "abi-documents serves abi.svc.document.v1.* (documents in $tmp/documents/documents.sqlite)"
 printf '    live events (abictl watch) follow, one line each:\n'
 # `$!` of `cmd > >(filter) &` is cmd's own pid, so the watch stops cleanly.
 python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' \

@@ -22,6 +22,7 @@ fn bin_dir() -> PathBuf {
     let dir = abictl.parent().unwrap().to_path_buf();
     let bins = [
         "abi-discovery",
+        "abi-documents",
         "provider",
         "consumer",
         "rollout-a",
@@ -35,6 +36,8 @@ fn bin_dir() -> PathBuf {
                 "--quiet",
                 "-p",
                 "abi-discovery",
+                "-p",
+                "abi-documents",
                 "-p",
                 "abi-examples",
                 "--bins",
@@ -141,6 +144,7 @@ async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
     let stack_env = format!("TMPDIR={}", tmp.path().display());
     let leftovers: Vec<String> = [
         "abi-discovery",
+        "abi-documents",
         "nats-server",
         "abictl watch",
         "rollout-a",
