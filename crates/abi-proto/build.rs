@@ -15,6 +15,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let descriptors = protox::compile(&files, [&root])?;
     prost_build::Config::new()
+        // Document maps as BTreeMaps: encoded in key order, as the reference
+        // writes them deterministically, so bytes compare across languages.
+        .btree_map([".abi.document.v1"])
         // Serde lets tools and tests read and write messages as JSON; every
         // field defaults so a JSON object may leave fields out.
         .message_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
