@@ -40,15 +40,16 @@ pub async fn run_all(args: &Args) -> anyhow::Result<String> {
         args.callers
     );
     let bin = service::discovery_binary(args.discovery_bin.clone())?;
-    let root = service::workspace_root();
+    // Not abi_test_support::python(): that one panics when the venv is
+    // missing, and `--skip-reference` runs need no Python at all.
     let python = args
         .python
         .clone()
-        .unwrap_or_else(|| root.join(".venv/bin/python"));
+        .unwrap_or_else(|| service::workspace_root().join(".venv/bin/python"));
     let script = args
         .reference_script
         .clone()
-        .unwrap_or_else(|| root.join("tests/interop/reference_owner.py"));
+        .unwrap_or_else(abi_test_support::reference_owner_script);
 
     eprintln!("starting nats-server (JetStream, temporary store)");
     let server = NatsServer::start().await;
@@ -62,7 +63,7 @@ pub async fn run_all(args: &Args) -> anyhow::Result<String> {
     let project = unique_name("bench_ours");
     eprintln!("abi-discovery: starting {}", bin.display());
     let svc = service::start_ours(&bin, &url, SECRET, &project, &client, &fleet[0]).await?;
-    discovery(&client, &js, &project, &fleet, args, &mut ours, &mut sizes).await;
+    discovery(&client, &project, &fleet, args, &mut ours, &mut sizes).await;
     finish(svc, &mut ours).await;
 
     let mut reference = Column::new("reference (Python)");
@@ -73,16 +74,7 @@ pub async fn run_all(args: &Args) -> anyhow::Result<String> {
         eprintln!("reference: starting {}", script.display());
         let svc = service::start_reference(&python, &script, &url, SECRET, &project).await?;
         let mut unused = BTreeMap::new();
-        discovery(
-            &client,
-            &js,
-            &project,
-            &fleet,
-            args,
-            &mut reference,
-            &mut unused,
-        )
-        .await;
+        discovery(&client, &project, &fleet, args, &mut reference, &mut unused).await;
         finish(svc, &mut reference).await;
     }
 
@@ -114,7 +106,6 @@ fn record(column: &mut Column, op: Op, n: usize, samples: &Samples) {
 /// then renew throughput at 256.
 async fn discovery(
     client: &Client,
-    js: &jetstream::Context,
     project: &str,
     fleet: &[Member],
     args: &Args,
@@ -142,7 +133,7 @@ async fn discovery(
             }
         }
         live = n;
-        if let Some(size) = snapshot_size(js, project).await {
+        if let Some(size) = snapshot_size(client, project).await {
             eprintln!("  {name}: snapshot is {size} bytes at {n} instances");
             sizes.insert(n, size);
         }
@@ -192,13 +183,8 @@ async fn discovery(
 }
 
 /// The size of the project's stored snapshot, if it can be read.
-async fn snapshot_size(js: &jetstream::Context, project: &str) -> Option<usize> {
-    let store = js
-        .get_key_value(abi_wire::discovery::registry_bucket(project))
-        .await
-        .ok()?;
-    store
-        .get(abi_wire::discovery::REGISTRY_KEY)
+async fn snapshot_size(client: &Client, project: &str) -> Option<usize> {
+    abi_test_support::stored_snapshot(client, project)
         .await
         .ok()
         .flatten()

@@ -21,7 +21,7 @@ fn discovery_binary() -> PathBuf {
     let bench = Path::new(env!("CARGO_BIN_EXE_abi-bench"));
     let profile_dir = bench.parent().expect("profile dir");
     let target_dir = profile_dir.parent().expect("target dir");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = abi_test_support::workspace_root();
     let mut cmd = Command::new(env!("CARGO"));
     cmd.args([
         "build",

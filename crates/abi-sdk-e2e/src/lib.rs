@@ -12,7 +12,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, SystemTime};
 
 use abi_sdk::{DiscoveryClient, TokenSource};
-use abi_test_support::{NatsServer, unique_name};
+use abi_test_support::{NatsServer, python, unique_name};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -46,14 +46,7 @@ impl World {
         let connection = async_nats::connect(nats.url())
             .await
             .expect("admin connects");
-        let token = abi_auth::issue_service_token(
-            "engine",
-            SECRET,
-            abi_auth::DEFAULT_TTL,
-            SystemTime::now(),
-            None,
-        )
-        .expect("admin token");
+        let token = abi_test_support::requests::service_token(SECRET, "engine");
         let admin = DiscoveryClient::new(connection, project.clone(), TokenSource::issued(token));
         Self {
             nats,
@@ -282,56 +275,24 @@ impl ModuleProc {
     }
 }
 
-/// The Python of the workspace's `.venv`, which imports the reference.
-pub fn python() -> PathBuf {
-    if let Some(path) = std::env::var_os("ABI_PYTHON") {
-        return PathBuf::from(path);
-    }
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = workspace.join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "no Python with the reference at {}: run ./scripts/setup.sh (or set ABI_PYTHON)",
-        python.display()
-    );
-    python
-}
-
-/// The registry snapshot as the service stored it (for lease checks).
+/// The registry snapshot as the service stored it (for lease checks); empty
+/// when it cannot be read.
 pub async fn stored_records(world: &World) -> Vec<abi_sdk::pb::RegistryRecord> {
-    use abi_proto::discovery::v1::RegistryState;
-    use futures::FutureExt;
+    use abi_proto::Message as _;
     let Some(nats) = world.admin.nats() else {
         return Vec::new();
     };
-    let js = async_nats::jetstream::new(nats.clone());
-    let read = async {
-        let store = js
-            .get_key_value(abi_wire::discovery::registry_bucket(&world.project))
-            .await
-            .ok()?;
-        store
-            .get(abi_wire::discovery::REGISTRY_KEY)
-            .await
-            .ok()
-            .flatten()
-    };
-    let bytes = tokio::time::timeout(DEADLINE, read.boxed())
+    let bytes = abi_test_support::stored_snapshot(nats, &world.project)
         .await
         .ok()
         .flatten();
     bytes
         .map(|b| {
-            <RegistryState as prost_message::Message>::decode(b.as_ref())
+            abi_proto::discovery::v1::RegistryState::decode(b.as_ref())
                 .map(|s| s.records)
                 .unwrap_or_default()
         })
         .unwrap_or_default()
-}
-
-/// prost's `Message`, through abi-proto's re-export.
-mod prost_message {
-    pub use abi_proto::Message;
 }
 
 /// The instance id a module printed at `on_initialized`.

@@ -3,13 +3,13 @@
 use std::process::Stdio;
 
 use abi_discovery::config::Config;
+use abi_test_support::python;
 use clap::Parser as _;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::{DEADLINE, SECRET, python};
+use crate::{DEADLINE, SECRET};
 
 /// Which implementation serves discovery: ours (in process) unless
 /// `E2E_SERVICE=python` asks for the reference (a Python process).
@@ -160,36 +160,19 @@ impl Service {
     }
 
     async fn start_python(&self) -> Child {
-        let mut child = Command::new(python())
+        let mut command = Command::new(python());
+        command
             .arg("-c")
             .arg(REFERENCE_SERVICE)
             .env("NATS_URL", &self.url)
             .env("ABI_PROJECT", &self.project)
             .env("ABI_JWT_SECRET", SECRET)
             .env("ABI_LEASE_SECONDS", self.lease_seconds.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn the reference discovery service");
-        let stdout = child.stdout.take().expect("stdout piped");
-        let mut lines = BufReader::new(stdout).lines();
-        let ready = tokio::time::timeout(DEADLINE, async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if line.trim() == "READY" {
-                    return true;
-                }
-            }
-            false
-        })
-        .await;
-        assert!(
-            matches!(ready, Ok(true)),
-            "reference discovery service did not start"
-        );
-        // Keep reading so the pipe never fills.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        child
+            .stderr(Stdio::null());
+        match abi_test_support::spawn_until_ready(command, "READY", DEADLINE).await {
+            Ok(child) => child,
+            Err(e) => panic!("reference discovery service did not start: {e}"),
+        }
     }
 }
 

@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -12,30 +11,15 @@ use abi_auth::{
     AuthError, DEFAULT_TTL, InvalidToken, issue_module_token, issue_service_token, module_key,
     verify,
 };
+use abi_test_support::{python, workspace_root};
 use serde_json::{Value, json};
 
 const SECRET: &str = "interop-secret-0123456789-abcdefghijklmnopqrstuvwxyz";
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    let path = std::env::var_os("ABI_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join(".venv/bin/python"));
-    assert!(
-        path.exists(),
-        "the reference's Python is missing at {}: run ./scripts/setup.sh (or set ABI_PYTHON)",
-        path.display()
-    );
-    path
-}
-
 /// Runs tests/interop/tokens.py with one JSON request and returns its JSON answer.
 fn reference(request: &Value) -> Value {
     let mut child = Command::new(python())
-        .arg(workspace().join("tests/interop/tokens.py"))
+        .arg(workspace_root().join("tests/interop/tokens.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -3,11 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::process::Output;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use abi_discovery::config::Config;
 use abi_proto::discovery::v1 as pb;
-use abi_test_support::{NatsServer, unique_name, wait_until};
+use abi_test_support::{
+    NatsServer, WireClient, requests, stored_snapshot, unique_name, wait_until,
+};
+use abi_wire::discovery::Operation;
 use clap::Parser as _;
 use tokio::io::AsyncWriteExt as _;
 use tokio::task::JoinHandle;
@@ -69,33 +72,15 @@ impl Stack {
     /// Sends one request as `identity` (signed with its module key).
     async fn call<Req: prost::Message, Resp: prost::Message + Default>(
         &self,
-        op: &str,
+        op: Operation,
         identity: &str,
         request: &Req,
     ) -> Resp {
-        let key = abi_auth::module_key(SECRET, identity).unwrap();
-        let token = abi_auth::issue_module_token(
-            identity,
-            &key,
-            abi_auth::DEFAULT_TTL,
-            SystemTime::now(),
-            None,
-        )
-        .unwrap();
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert(abi_auth::AUTH_HEADER, token.as_str());
-        let reply = tokio::time::timeout(
-            DEADLINE,
-            self.nats.request_with_headers(
-                abi_wire::discovery::operation_named(&self.project, op),
-                headers,
-                request.encode_to_vec().into(),
-            ),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        Resp::decode(reply.payload.as_ref()).unwrap()
+        let token = requests::module_token(SECRET, identity);
+        WireClient::new(self.nats.clone(), &self.project)
+            .with_timeout(DEADLINE)
+            .call(op, Some(&token), request)
+            .await
     }
 
     /// Registers an instance of `module_id`, initialized or not.
@@ -106,31 +91,20 @@ impl Stack {
         initialized: bool,
     ) {
         let module_id = descriptor.module_id.clone();
-        let lease_token = format!("lease-{instance_id:0>40}");
         let reply: pb::RegisterResponse = self
             .call(
-                "register",
+                Operation::Register,
                 &module_id,
-                &pb::RegisterRequest {
-                    descriptor: Some(descriptor),
-                    instance_id: instance_id.into(),
-                    lease_token: lease_token.clone(),
-                    ..Default::default()
-                },
+                &requests::register_request(descriptor, instance_id),
             )
             .await;
         assert!(reply.error.is_none(), "register failed: {:?}", reply.error);
         if initialized {
             let reply: pb::RenewResponse = self
                 .call(
-                    "renew",
+                    Operation::Renew,
                     &module_id,
-                    &pb::RenewRequest {
-                        instance_id: instance_id.into(),
-                        lease_token,
-                        initialized: true,
-                        ..Default::default()
-                    },
+                    &requests::renew_request(instance_id, true),
                 )
                 .await;
             assert!(reply.error.is_none(), "renew failed: {:?}", reply.error);
@@ -139,15 +113,10 @@ impl Stack {
 
     /// The raw snapshot bytes as stored.
     pub async fn raw_snapshot(&self) -> Vec<u8> {
-        let js = async_nats::jetstream::new(self.nats.clone());
-        let kv = js
-            .get_key_value(abi_wire::discovery::registry_bucket(&self.project))
-            .await
-            .unwrap();
-        kv.get(abi_wire::discovery::REGISTRY_KEY)
+        stored_snapshot(&self.nats, &self.project)
             .await
             .unwrap()
-            .unwrap()
+            .expect("a snapshot was written")
             .to_vec()
     }
 
@@ -298,32 +267,23 @@ impl Stack {
         modules: &[&str],
     ) {
         let module_id = descriptor.module_id.clone();
-        let lease_token = format!("lease-{instance_id:0>40}");
         let reply: pb::RegisterResponse = self
             .call(
-                "register",
+                Operation::Register,
                 &module_id,
                 &pb::RegisterRequest {
-                    descriptor: Some(descriptor),
-                    instance_id: instance_id.into(),
-                    lease_token: lease_token.clone(),
                     rollout_id: rollout.into(),
                     rollout_modules: modules.iter().map(|m| (*m).to_owned()).collect(),
-                    ..Default::default()
+                    ..requests::register_request(descriptor, instance_id)
                 },
             )
             .await;
         assert!(reply.error.is_none(), "register failed: {:?}", reply.error);
         let reply: pb::RenewResponse = self
             .call(
-                "renew",
+                Operation::Renew,
                 &module_id,
-                &pb::RenewRequest {
-                    instance_id: instance_id.into(),
-                    lease_token,
-                    initialized: true,
-                    ..Default::default()
-                },
+                &requests::renew_request(instance_id, true),
             )
             .await;
         assert!(reply.error.is_none(), "renew failed: {:?}", reply.error);

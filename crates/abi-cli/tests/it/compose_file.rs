@@ -11,9 +11,7 @@ use clap::CommandFactory as _;
 use serde_norway::Value;
 
 fn workspace_file(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(name);
+    let path = abi_test_support::workspace_root().join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -3,7 +3,7 @@
 //! behind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use std::time::Duration;
 const DEADLINE: Duration = Duration::from_secs(240);
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    abi_test_support::workspace_root()
 }
 
 /// The directory holding abictl, where cargo also puts the other binaries.

@@ -16,11 +16,11 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use abi_proto::discovery::v1 as pb;
+use abi_test_support::{python, workspace_root};
 use prost::Message;
 use serde_json::Value;
 
@@ -82,25 +82,6 @@ const MESSAGES: [&str; 30] = [
     "REGISTRY_FULL: Registry supports at most 256 live instances",
 ];
 const STATUSES: [&str; 5] = ["STARTING", "STAGED", "DEGRADED", "READY", "DRAINING"];
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The venv Python that imports the reference (see scripts/setup.sh).
-fn python() -> PathBuf {
-    if let Some(path) = std::env::var_os("ABI_PYTHON") {
-        return PathBuf::from(path);
-    }
-    let fallback = workspace_root().join(".venv/bin/python");
-    assert!(
-        fallback.exists(),
-        "no Python with the reference packages: set ABI_PYTHON or run ./scripts/setup.sh \
-         (it creates {})",
-        fallback.display()
-    );
-    fallback
-}
 
 /// Runs reference.py with `args` and returns its JSON lines.
 fn reference(args: &[String]) -> String {

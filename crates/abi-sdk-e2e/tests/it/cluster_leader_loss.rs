@@ -6,7 +6,7 @@
 //! and it still drains cleanly on SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use abi_discovery::config::Config;
 use abi_proto::Message as _;
@@ -93,14 +93,7 @@ async fn a_module_keeps_its_lease_through_a_stream_leader_loss() {
     let stream = abi_wire::discovery::registry_stream(&project);
     let _owners = [start_owner(&urls, &project), start_owner(&urls, &project)];
     let observer = connect(&cluster.urls()).await;
-    let admin_token = abi_auth::issue_service_token(
-        "engine",
-        SECRET,
-        abi_auth::DEFAULT_TTL,
-        SystemTime::now(),
-        None,
-    )
-    .unwrap();
+    let admin_token = abi_test_support::requests::service_token(SECRET, "engine");
     let admin = DiscoveryClient::new(
         observer.clone(),
         project.clone(),

@@ -299,14 +299,7 @@ impl Stack {
         let connection = async_nats::connect(self.cluster.url(i))
             .await
             .expect("admin connects");
-        let token = abi_auth::issue_service_token(
-            "engine",
-            SECRET,
-            abi_auth::DEFAULT_TTL,
-            SystemTime::now(),
-            None,
-        )
-        .expect("admin token");
+        let token = abi_test_support::requests::service_token(SECRET, "engine");
         DiscoveryClient::new(connection, self.project.clone(), TokenSource::issued(token))
     }
 
@@ -535,7 +528,7 @@ fn binaries() -> PathBuf {
             .parent()
             .expect("binary directory")
             .to_path_buf();
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let workspace = abi_test_support::workspace_root();
         let bins = ["abi-discovery", "abictl"];
         let built = bins
             .iter()
