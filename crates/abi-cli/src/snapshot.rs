@@ -12,8 +12,7 @@ use serde_json::Value;
 use crate::cli::Global;
 use crate::error::Failure;
 
-pub use abi_wire::discovery::REGISTRY_KEY;
-pub use abi_wire::discovery::registry_bucket as bucket;
+use abi_wire::discovery::{REGISTRY_KEY, registry_bucket};
 
 /// A snapshot as stored.
 #[derive(Debug, Default)]
@@ -33,7 +32,7 @@ pub struct Stored {
 /// The bucket does not exist (exit 1, with a hint), the read timed out
 /// (exit 3), or the bytes do not decode.
 pub async fn read(nats: async_nats::Client, global: &Global) -> anyhow::Result<Stored> {
-    let name = bucket(&global.project);
+    let name = registry_bucket(&global.project);
     let js = async_nats::jetstream::new(nats);
     let read = async {
         let store = js.get_key_value(name.clone()).await.map_err(|e| {

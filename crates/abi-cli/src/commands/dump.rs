@@ -1,12 +1,13 @@
 //! `abictl dump`: the stored snapshot, decoded.
 
 use abi_sdk::pb;
+use abi_wire::discovery::{REGISTRY_KEY, registry_bucket};
 use serde_json::json;
 
 use super::Ctx;
 use crate::connect;
 use crate::output::{Style, Table, expires_in, or_dash, print_json};
-use crate::snapshot::{self, REGISTRY_KEY, now_epoch, records_json};
+use crate::snapshot::{self, now_epoch, records_json};
 
 /// Prints the snapshot with its revision and size (lease hashes left out).
 ///
@@ -16,7 +17,7 @@ use crate::snapshot::{self, REGISTRY_KEY, now_epoch, records_json};
 pub async fn run(cx: Ctx<'_>) -> anyhow::Result<()> {
     let nats = connect::nats(cx.global).await?;
     let stored = snapshot::read(nats, cx.global).await?;
-    let bucket = snapshot::bucket(&cx.global.project);
+    let bucket = registry_bucket(&cx.global.project);
     if cx.global.json {
         print_json(&json!({
             "bucket": bucket,
