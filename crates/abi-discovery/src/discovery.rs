@@ -70,7 +70,9 @@ pub struct DiscoveryConfig {
     pub max_batch: NonZeroUsize,
     /// How long the writer lingers for a batch to fill (zero: not at all).
     pub max_delay: Duration,
-    /// Deadline of every store call.
+    /// Deadline of every lookup's store call. Writes rely on the store's own
+    /// bound (every adapter bounds its calls; the JetStream one is opened with
+    /// the same `--store-timeout-secs`).
     pub store_timeout: Duration,
 }
 
@@ -166,7 +168,6 @@ impl Discovery {
             cfg: WriterConfig {
                 max_batch: cfg.max_batch.get(),
                 max_delay: cfg.max_delay,
-                store_timeout: cfg.store_timeout,
             },
         };
         let writer_failed = CancellationToken::new();

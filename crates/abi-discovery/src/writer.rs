@@ -38,7 +38,7 @@ use crate::clock::Clock;
 use crate::error::DiscoveryError;
 use crate::store::cache::{Decoded, SnapshotCache};
 use crate::store::decode::{decode, error_chain};
-use crate::store::{CasError, SnapshotStore, StoreError};
+use crate::store::{CasError, SnapshotStore};
 use crate::telemetry::Counters;
 
 /// Compare-and-swap attempts per batch before answering `REGISTRY_BUSY` (the
@@ -86,7 +86,6 @@ pub struct WriteCmd {
 pub(crate) struct WriterConfig {
     pub(crate) max_batch: usize,
     pub(crate) max_delay: Duration,
-    pub(crate) store_timeout: Duration,
 }
 
 /// The writer task's state.
@@ -288,11 +287,12 @@ impl Writer {
         let written = bytes.len() as u64;
         let epoch = start.epoch;
         let cas = self.store.compare_and_swap(bytes, start.revision);
-        let new_revision = match tokio::time::timeout(self.cfg.store_timeout, cas).await {
-            Ok(Ok(revision)) => revision,
-            Ok(Err(CasError::Conflict)) => return Err(AttemptError::Conflict),
-            Ok(Err(CasError::Store(e))) => return Err(AttemptError::Store(error_chain(&e))),
-            Err(_) => return Err(AttemptError::Store(self.timed_out("compare_and_swap"))),
+        // The store bounds every call (the port's contract), so no deadline
+        // of our own here.
+        let new_revision = match cas.await {
+            Ok(revision) => revision,
+            Err(CasError::Conflict) => return Err(AttemptError::Conflict),
+            Err(CasError::Store(e)) => return Err(AttemptError::Store(error_chain(&e))),
         };
         Counters::bump(&self.counters.commits);
         self.counters
@@ -306,20 +306,18 @@ impl Writer {
 
     /// Whether the store's change token still vouches for `decoded`.
     async fn still_current(&self, decoded: &Decoded) -> Result<bool, AttemptError> {
-        match tokio::time::timeout(self.cfg.store_timeout, self.store.revision()).await {
-            Ok(Ok(token)) => Ok(token == decoded.token && self.store.epoch() == decoded.epoch),
-            Ok(Err(e)) => Err(AttemptError::Store(error_chain(&e))),
-            Err(_) => Err(AttemptError::Store(self.timed_out("revision"))),
+        match self.store.revision().await {
+            Ok(token) => Ok(token == decoded.token && self.store.epoch() == decoded.epoch),
+            Err(e) => Err(AttemptError::Store(error_chain(&e))),
         }
     }
 
     /// Reads and decodes the snapshot, caching it.
     async fn read(&self) -> Result<Decoded, AttemptError> {
         let epoch = self.store.epoch();
-        let snapshot = match tokio::time::timeout(self.cfg.store_timeout, self.store.read()).await {
-            Ok(Ok(snapshot)) => snapshot,
-            Ok(Err(e)) => return Err(AttemptError::Store(error_chain(&e))),
-            Err(_) => return Err(AttemptError::Store(self.timed_out("read"))),
+        let snapshot = match self.store.read().await {
+            Ok(snapshot) => snapshot,
+            Err(e) => return Err(AttemptError::Store(error_chain(&e))),
         };
         self.counters
             .snapshot_bytes
@@ -330,13 +328,5 @@ impl Writer {
             .map_err(|e| AttemptError::Store(e.to_string()))?;
         self.cache.offer(decoded.clone());
         Ok(decoded)
-    }
-
-    fn timed_out(&self, op: &'static str) -> String {
-        StoreError::TimedOut {
-            op,
-            timeout: self.cfg.store_timeout,
-        }
-        .to_string()
     }
 }

@@ -262,6 +262,7 @@ async fn a_store_failure_answers_unavailable_and_the_next_batch_recovers() {
 async fn a_hanging_store_times_out_as_unavailable() {
     let mut store = TestStore::new(Arc::new(MemoryStore::new()));
     store.hang = true;
+    store.timeout = Duration::from_secs(5);
     let cfg = DiscoveryConfig {
         store_timeout: Duration::from_secs(5),
         ..DiscoveryConfig::default()

@@ -184,10 +184,15 @@ pub struct TestStore {
     /// When set, every compare-and-swap first takes a permit (tests hand them
     /// out to hold a batch in flight).
     pub gate: Option<Arc<Semaphore>>,
-    /// When true, compare-and-swaps never finish.
+    /// When true, compare-and-swaps hang until [`TestStore::timeout`] and
+    /// then fail as timed out, as a store whose backend never answers does
+    /// (every adapter bounds its calls).
     pub hang: bool,
-    /// When true, reads and revision checks never finish.
+    /// When true, reads and revision checks hang the same way.
     pub hang_reads: bool,
+    /// How long a hanging call takes to time out (default: the service's
+    /// default store timeout).
+    pub timeout: Duration,
     pub revisions: AtomicUsize,
     /// When set, every revision check first takes a permit.
     pub revision_gate: Option<Arc<Semaphore>>,
@@ -208,6 +213,7 @@ impl TestStore {
             gate: None,
             hang: false,
             hang_reads: false,
+            timeout: abi_discovery::discovery::DEFAULT_STORE_TIMEOUT,
             revisions: AtomicUsize::new(0),
             revision_gate: None,
             at_revision_gate: Arc::new(tokio::sync::Notify::new()),
@@ -217,6 +223,15 @@ impl TestStore {
 
     pub fn cas_calls(&self) -> usize {
         self.cas_calls.load(Ordering::SeqCst)
+    }
+
+    /// Waits out the store's own deadline, then fails like it.
+    async fn time_out(&self, op: &'static str) -> StoreError {
+        tokio::time::sleep(self.timeout).await;
+        StoreError::TimedOut {
+            op,
+            timeout: self.timeout,
+        }
     }
 
     fn take(counter: &AtomicUsize) -> bool {
@@ -234,7 +249,7 @@ impl SnapshotStore for TestStore {
     fn read(&self) -> BoxFuture<'_, Result<Snapshot, StoreError>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         if self.hang_reads {
-            return Box::pin(std::future::pending());
+            return Box::pin(async move { Err(self.time_out("read").await) });
         }
         self.inner.read()
     }
@@ -251,7 +266,7 @@ impl SnapshotStore for TestStore {
                 gate.acquire().await.unwrap().forget();
             }
             if self.hang {
-                std::future::pending::<()>().await;
+                return Err(CasError::Store(self.time_out("compare_and_swap").await));
             }
             if Self::take(&self.conflicts_left) {
                 return Err(CasError::Conflict);
@@ -270,7 +285,7 @@ impl SnapshotStore for TestStore {
         Box::pin(async move {
             self.revisions.fetch_add(1, Ordering::SeqCst);
             if self.hang_reads {
-                std::future::pending::<()>().await;
+                return Err(self.time_out("revision").await);
             }
             if let Some(gate) = &self.revision_gate {
                 self.at_revision_gate.notify_one();
