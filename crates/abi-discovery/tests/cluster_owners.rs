@@ -157,11 +157,7 @@ async fn instance_load(
             registered = outcome == Outcome::Ok;
             (Operation::Register, outcome)
         } else if step.is_multiple_of(25) {
-            let request = pb::UnregisterRequest {
-                instance_id: instance.clone(),
-                lease_token: lease_token(&instance),
-                ..Default::default()
-            };
+            let request = requests::unregister_request(&instance);
             let reply = call::<pb::UnregisterResponse>(
                 &client,
                 &project,
@@ -195,12 +191,7 @@ async fn instance_load(
                 reply.map_or(Outcome::NoReply, |r| Outcome::of(r.error)),
             )
         } else {
-            let request = pb::RenewRequest {
-                instance_id: instance.clone(),
-                lease_token: lease_token(&instance),
-                initialized: true,
-                ..Default::default()
-            };
+            let request = requests::renew_request(&instance, true);
             let reply =
                 call::<pb::RenewResponse>(&client, &project, Operation::Renew, &token, &request)
                     .await;

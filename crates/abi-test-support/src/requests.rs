@@ -106,3 +106,12 @@ pub fn renew_request(instance_id: &str, initialized: bool) -> pb::RenewRequest {
         ..Default::default()
     }
 }
+
+/// Unregisters `instance_id` (registered with [`register_request`]).
+pub fn unregister_request(instance_id: &str) -> pb::UnregisterRequest {
+    pb::UnregisterRequest {
+        instance_id: instance_id.to_owned(),
+        lease_token: lease_token(instance_id),
+        ..Default::default()
+    }
+}

@@ -176,12 +176,12 @@ async fn same_requests_get_the_same_reply_bytes() {
     let api = service_token("api");
     let renew = |id: &str| pb::RenewRequest {
         instance_id: id.into(),
-        lease_token: lease_token(id),
+        lease_token: requests::lease_token(id),
         ..Default::default()
     };
     let authorize = |caller: String, agent: &str| pb::AuthorizeAgentRequest {
         instance_id: "r1".into(),
-        lease_token: lease_token("r1"),
+        lease_token: requests::lease_token("r1"),
         agent_name: agent.into(),
         caller_token: caller,
         new_invocation: true,
@@ -326,12 +326,7 @@ async fn same_requests_get_the_same_reply_bytes() {
             "unregister",
             Operation::Unregister,
             Some(research.clone()),
-            pb::UnregisterRequest {
-                instance_id: "r1".into(),
-                lease_token: lease_token("r1"),
-                ..Default::default()
-            }
-            .encode_to_vec(),
+            requests::unregister_request("r1").encode_to_vec(),
         ),
     ];
     for case in cases {

@@ -158,12 +158,7 @@ async fn metrics_count_requests_like_srv_stats() {
         .call(
             Operation::Renew,
             Some(&research),
-            &pb::RenewRequest {
-                instance_id: "r1".into(),
-                lease_token: lease_token("r1"),
-                initialized: true,
-                ..Default::default()
-            },
+            &requests::renew_request("r1", true),
         )
         .await;
     assert_eq!(renewed.instance.unwrap().status, "READY");
@@ -184,11 +179,7 @@ async fn metrics_count_requests_like_srv_stats() {
         .call(
             Operation::Renew,
             Some(&research),
-            &pb::RenewRequest {
-                instance_id: "ghost".into(),
-                lease_token: lease_token("ghost"),
-                ..Default::default()
-            },
+            &requests::renew_request("ghost", false),
         )
         .await;
     assert_eq!(ghost.error.unwrap().code, "LEASE_EXPIRED");

@@ -70,12 +70,7 @@ async fn lifecycle_lookups_and_authorize() {
         .call(
             Operation::Renew,
             Some(&research),
-            &pb::RenewRequest {
-                instance_id: "r1".into(),
-                lease_token: lease_token("r1"),
-                initialized: true,
-                ..Default::default()
-            },
+            &requests::renew_request("r1", true),
         )
         .await;
     assert_eq!(renewed.error, None);
@@ -111,7 +106,7 @@ async fn lifecycle_lookups_and_authorize() {
     // authorize_agent: the provider asks about a caller whose token is bound to it.
     let ask = |caller_token: String, agent: &str| pb::AuthorizeAgentRequest {
         instance_id: "r1".into(),
-        lease_token: lease_token("r1"),
+        lease_token: requests::lease_token("r1"),
         agent_name: agent.into(),
         caller_token,
         new_invocation: true,
@@ -171,7 +166,7 @@ async fn lifecycle_lookups_and_authorize() {
             Some(&research),
             &pb::AuthorizeModelRequest {
                 instance_id: "r1".into(),
-                lease_token: lease_token("r1"),
+                lease_token: requests::lease_token("r1"),
                 model_name: "none".into(),
                 caller_token: bound_service_token("api", "r1"),
                 ..Default::default()
@@ -185,7 +180,7 @@ async fn lifecycle_lookups_and_authorize() {
             Some(&research),
             &pb::AuthorizeAppRequest {
                 instance_id: "r1".into(),
-                lease_token: lease_token("r1"),
+                lease_token: requests::lease_token("r1"),
                 app_name: "none".into(),
                 caller_token: bound_service_token("api", "r1"),
                 ..Default::default()
@@ -234,11 +229,7 @@ async fn lifecycle_lookups_and_authorize() {
         .call(
             Operation::Unregister,
             Some(&research),
-            &pb::UnregisterRequest {
-                instance_id: "r1".into(),
-                lease_token: lease_token("r1"),
-                ..Default::default()
-            },
+            &requests::unregister_request("r1"),
         )
         .await;
     assert_eq!(gone.error, None);
@@ -246,11 +237,7 @@ async fn lifecycle_lookups_and_authorize() {
         .call(
             Operation::Renew,
             Some(&research),
-            &pb::RenewRequest {
-                instance_id: "r1".into(),
-                lease_token: lease_token("r1"),
-                ..Default::default()
-            },
+            &requests::renew_request("r1", false),
         )
         .await;
     assert_eq!(code(&expired.error), "LEASE_EXPIRED");
@@ -337,11 +324,7 @@ async fn refused_mutations_change_nothing() {
         .call(
             Operation::Renew,
             Some(&module_token("billing")),
-            &pb::RenewRequest {
-                instance_id: "r1".into(),
-                lease_token: lease_token("r1"),
-                ..Default::default()
-            },
+            &requests::renew_request("r1", false),
         )
         .await;
     assert_eq!(code(&renew.error), "PERMISSION_DENIED");
@@ -349,11 +332,7 @@ async fn refused_mutations_change_nothing() {
         .call(
             Operation::Unregister,
             Some(&module_token("billing")),
-            &pb::UnregisterRequest {
-                instance_id: "r1".into(),
-                lease_token: lease_token("r1"),
-                ..Default::default()
-            },
+            &requests::unregister_request("r1"),
         )
         .await;
     assert_eq!(code(&unregister.error), "PERMISSION_DENIED");

@@ -111,12 +111,7 @@ async fn two_owners_under_concurrent_load_lose_and_duplicate_nothing() {
                 &p,
                 Operation::Renew,
                 &token,
-                &pb::RenewRequest {
-                    instance_id: instance.clone(),
-                    lease_token: lease_token(&instance),
-                    initialized: true,
-                    ..Default::default()
-                },
+                &requests::renew_request(&instance, true),
             )
             .await
             .expect("renew answered");
@@ -136,11 +131,7 @@ async fn two_owners_under_concurrent_load_lose_and_duplicate_nothing() {
                     &p,
                     Operation::Unregister,
                     &token,
-                    &pb::UnregisterRequest {
-                        instance_id: instance.clone(),
-                        lease_token: lease_token(&instance),
-                        ..Default::default()
-                    },
+                    &requests::unregister_request(&instance),
                 )
                 .await
                 .expect("unregister answered");
@@ -213,11 +204,7 @@ async fn each_owner_sees_the_other_owners_writes() {
             &p,
             Operation::Renew,
             &token,
-            &pb::RenewRequest {
-                instance_id: instance.clone(),
-                lease_token: lease_token(&instance),
-                ..Default::default()
-            },
+            &requests::renew_request(&instance, false),
         )
         .await
         .expect("renew answered");

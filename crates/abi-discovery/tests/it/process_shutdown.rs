@@ -133,11 +133,7 @@ async fn sigterm_under_load_with_a_peer_loses_no_request() {
                     let req = register_request(&module, &module);
                     (Operation::Register, req.encode_to_vec())
                 } else if n.is_multiple_of(2) {
-                    let req = pb::RenewRequest {
-                        instance_id: module.clone(),
-                        lease_token: lease_token(&module),
-                        ..Default::default()
-                    };
+                    let req = requests::renew_request(&module, false);
                     (Operation::Renew, req.encode_to_vec())
                 } else {
                     let req = pb::ListModulesRequest {

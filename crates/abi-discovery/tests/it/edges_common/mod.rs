@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use abi_discovery::config::Config;
 use abi_proto::discovery::v1 as pb;
-use abi_test_support::requests;
+pub use abi_test_support::requests;
 use bytes::Bytes;
 use clap::Parser as _;
 use prost::Message as _;
@@ -39,8 +39,6 @@ pub fn bound_service_token(identity: &str, instance_id: &str) -> String {
 pub fn bound_module_token(identity: &str, instance_id: &str) -> String {
     requests::bound_module_token(SECRET, identity, instance_id)
 }
-
-pub use abi_test_support::requests::lease_token;
 
 /// A registration of `module_id` with one invocable agent `Researcher`, one model
 /// `chat` and one app `board`.
