@@ -1,4 +1,5 @@
 //! The integration tests of `abi-proto`, in one test binary (one link instead of
 //! one per file): each former `tests/<name>.rs` is the module `<name>` here.
 
+mod descriptors;
 mod golden;
