@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# One image for every binary: abi-discovery, abictl and the example modules.
+# One image for every binary: abi-discovery, abi-documents, abictl and the
+# example modules.
 # Build: docker build -t abi:local .   (docker compose up builds it too)
 
 # --- builder: the whole workspace, release mode ------------------------------
@@ -12,9 +13,9 @@ COPY proto proto
 COPY crates crates
 COPY examples examples
 COPY vendor vendor
-RUN cargo build --release --locked -p abi-discovery -p abi-cli -p abi-examples \
+RUN cargo build --release --locked -p abi-discovery -p abi-documents -p abi-cli -p abi-examples \
  && mkdir /out \
- && cp target/release/abi-discovery target/release/abictl \
+ && cp target/release/abi-discovery target/release/abi-documents target/release/abictl \
        target/release/provider target/release/consumer \
        target/release/rollout-a target/release/rollout-b /out/
 

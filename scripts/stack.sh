@@ -39,7 +39,7 @@ esac
 
 project=demo
 lease_seconds=8
-steps=9
+steps=11
 step_no=0
 step() { step_no=$((step_no + 1)); printf '\n==> [%d/%d] %s\n' "$step_no" "$steps" "$*"; }
 ok() { printf '    ok: %s\n' "$*"; }
@@ -222,6 +222,19 @@ step "consumer: demo-consumer (needs demo-provider@1, looks it up once initializ
 ABI_MODULE_KEY=$(ctl key demo-consumer) spawn consumer "$bin_dir/consumer"
 expect "demo-consumer READY" demo-consumer --status READY --for 60
 table
+
+# --- 6b. documents ------------------------------------------------------------
+step "documents: the provider records its progress in its namespace (abictl docs)"
+recorded=0
+for _ in $(seq 1 100); do
+  n=$(ctl docs count demo-provider work 2>/dev/null || echo 0)
+  if [ "${n:-0}" -ge 1 ]; then recorded=1; break; fi
+  sleep 0.2
+done
+[ "$recorded" = 1 ] || fail "the provider recorded no progress document"
+ok "demo-provider/work holds one document per provider instance"
+ctl docs collections demo-provider | sed 's/^/    /'
+ctl docs find demo-provider work | sed 's/^/    /'
 
 # --- 7. readiness follows dependencies --------------------------------------
 step "stop the provider: the consumer goes DEGRADED; start it again: READY"

@@ -3,11 +3,15 @@
 
 use std::time::Duration;
 
+use abi_sdk::documents::{CollectionSpec, Data, DocumentClient, FieldSpec, Value};
 use abi_sdk::{Context, HookResult, Module, ModuleSpec, pb};
-use tracing::info;
+use tracing::{info, warn};
 
 /// The module id other modules use to find this one.
 pub const MODULE_ID: &str = "demo-provider";
+/// The collection (in the module's document namespace) where each instance
+/// records its progress: one document per instance.
+pub const WORK_COLLECTION: &str = "work";
 
 /// The module's state: here only how often it works.
 #[derive(Debug, Clone)]
@@ -31,6 +35,7 @@ impl Module for Provider {
     async fn run(&self, cx: Context) -> HookResult {
         let mut ticks = tokio::time::interval(self.work_interval);
         let mut done: u64 = 0;
+        let records = progress_records(&cx).await;
         loop {
             tokio::select! {
                 () = cx.stopping().cancelled() => break,
@@ -41,9 +46,43 @@ impl Module for Provider {
             let Some(_guard) = cx.begin_work() else { break };
             done += 1;
             info!(done, status = %cx.status(), "provider did a piece of work");
+            if let Some((docs, id)) = &records {
+                record_progress(docs, id, done).await;
+            }
         }
         info!(done, "provider stopping");
         Ok(())
+    }
+}
+
+/// The document client and this instance's record id, when a document
+/// service answers (the module works without one).
+async fn progress_records(cx: &Context) -> Option<(DocumentClient, String)> {
+    // A short deadline: a missing document service must not slow the work.
+    let docs = cx.documents()?.request_timeout(Duration::from_secs(1));
+    let id = cx.session()?.instance_id().to_owned();
+    let spec = CollectionSpec::new(WORK_COLLECTION).field(FieldSpec::new("done", "int").indexed());
+    match docs.ensure_collection(spec).await {
+        Ok(()) => Some((docs, id)),
+        Err(error) => {
+            warn!(%error, "no document service: progress is not recorded");
+            None
+        }
+    }
+}
+
+async fn record_progress(docs: &DocumentClient, id: &str, done: u64) {
+    let mut data = Data::new();
+    data.insert(
+        "done".into(),
+        Value::Int(i64::try_from(done).unwrap_or(i64::MAX)),
+    );
+    data.insert(
+        "at".into(),
+        Value::Datetime(abi_sdk::documents::Datetime::now()),
+    );
+    if let Err(error) = docs.put(WORK_COLLECTION, id, data, None).await {
+        warn!(%error, "could not record progress");
     }
 }
 

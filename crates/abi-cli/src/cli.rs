@@ -107,6 +107,12 @@ pub enum Command {
     Dump,
     /// Decodes a raw snapshot read from stdin.
     Decode,
+    /// Reads the document service: namespaces, collections, documents.
+    Docs {
+        /// What to read.
+        #[command(subcommand)]
+        command: DocsCommand,
+    },
     /// Prints the module key of a module id (needs the project secret).
     Key {
         /// The module id.
@@ -122,5 +128,49 @@ pub enum Command {
         /// Lifetime in seconds.
         #[arg(long, default_value_t = 3600)]
         ttl: u64,
+    },
+}
+
+/// The `docs` subcommands (read-only).
+#[derive(Debug, Subcommand)]
+pub enum DocsCommand {
+    /// Every namespace holding a collection (platform identities only).
+    Namespaces,
+    /// A namespace's collections, with their declared fields.
+    Collections {
+        /// The namespace (a module id).
+        namespace: String,
+    },
+    /// One document, as JSON.
+    Get {
+        /// The namespace (a module id).
+        namespace: String,
+        /// The collection.
+        collection: String,
+        /// The document id.
+        id: String,
+    },
+    /// A page of a collection's documents.
+    Find {
+        /// The namespace (a module id).
+        namespace: String,
+        /// The collection.
+        collection: String,
+        /// At most this many (1 to 1000).
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        /// Order by this field (else by id).
+        #[arg(long)]
+        order_by: Option<String>,
+        /// Descending order.
+        #[arg(long, requires = "order_by")]
+        desc: bool,
+    },
+    /// How many documents a collection holds.
+    Count {
+        /// The namespace (a module id).
+        namespace: String,
+        /// The collection.
+        collection: String,
     },
 }

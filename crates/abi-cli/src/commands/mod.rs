@@ -1,6 +1,7 @@
 //! One file per subcommand; [`run`] dispatches.
 
 mod decode;
+mod docs;
 mod dump;
 mod evict;
 mod get;
@@ -63,6 +64,7 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
         Command::Evict { instance } => evict::run(cx, instance).await,
         Command::Dump => dump::run(cx).await,
         Command::Decode => decode::run(cx),
+        Command::Docs { command } => docs::run(cx, command).await,
         Command::Key { module } => keys::key(cx, module),
         Command::Token { identity, aud, ttl } => keys::token(cx, identity, aud.as_deref(), *ttl),
     }

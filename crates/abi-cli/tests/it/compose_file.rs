@@ -59,7 +59,13 @@ fn services_run_real_binaries_with_settings_they_read() {
     let names: BTreeSet<&str> = services.keys().map(|k| k.as_str().unwrap()).collect();
     assert_eq!(
         names,
-        BTreeSet::from(["nats", "abi-discovery", "provider", "consumer"])
+        BTreeSet::from([
+            "nats",
+            "abi-discovery",
+            "abi-documents",
+            "provider",
+            "consumer"
+        ])
     );
     let dockerfile = workspace_file("Dockerfile");
 
@@ -95,6 +101,27 @@ fn services_run_real_binaries_with_settings_they_read() {
     let secret_name = discovery["secrets"][0].as_str().unwrap();
     assert_eq!(secret, format!("/run/secrets/{secret_name}"));
     assert!(compose["secrets"][secret_name]["file"].is_string());
+
+    // The document service: its binary, settings it reads, its data on disk.
+    let documents_help = abi_documents::config::Config::command()
+        .render_long_help()
+        .to_string();
+    let documents = &compose["services"]["abi-documents"];
+    assert_eq!(command(documents), ["abi-documents"]);
+    assert!(dockerfile.contains("target/release/abi-documents"));
+    assert_eq!(documents["image"], discovery["image"]);
+    for key in env_keys(documents) {
+        assert!(
+            key == "ABI_LOG" || documents_help.contains(&format!("env: {key}=")),
+            "abi-documents does not read {key}:\n{documents_help}"
+        );
+    }
+    let data_dir = documents["environment"]["ABI_DOCUMENTS_DATA_DIR"]
+        .as_str()
+        .unwrap();
+    let mount = documents["volumes"][0].as_str().unwrap();
+    assert!(mount.ends_with(&format!(":{data_dir}")), "{mount}");
+    assert_eq!(documents["environment"]["ABI_JWT_SECRET_FILE"], secret);
 
     // The modules: binaries the image holds, SDK variables, /ready probes.
     let sdk = sdk_env_names();
@@ -155,7 +182,7 @@ fn the_image_builds_in_a_builder_stage_and_runs_as_non_root() {
         .expect("a USER line");
     assert!(!user.contains("root") && !user.ends_with(" 0"), "{user}");
     // Every package the build names exists in the workspace.
-    for package in ["abi-discovery", "abi-cli", "abi-examples"] {
+    for package in ["abi-discovery", "abi-documents", "abi-cli", "abi-examples"] {
         assert!(dockerfile.contains(&format!("-p {package}")));
     }
     let examples = workspace_file("examples/Cargo.toml");
@@ -168,8 +195,11 @@ fn the_image_builds_in_a_builder_stage_and_runs_as_non_root() {
 #[test]
 fn docs_config_lists_every_service_setting() {
     let doc = workspace_file("README.md");
-    let command = abi_discovery::config::Config::command();
-    for arg in command.get_arguments() {
+    let commands = [
+        abi_discovery::config::Config::command(),
+        abi_documents::config::Config::command(),
+    ];
+    for arg in commands.iter().flat_map(|c| c.get_arguments()) {
         let Some(env) = arg.get_env() else { continue };
         let env = env.to_string_lossy();
         assert!(doc.contains(&format!("`{env}`")), "README.md lacks {env}");
@@ -365,7 +395,7 @@ fn secrets_stay_out_of_git_and_out_of_the_build_context() {
         .trim_start_matches("./");
     let gitignore = workspace_file(".gitignore");
     let dockerignore = workspace_file(".dockerignore");
-    for name in [secret, ".env"] {
+    for name in [secret, ".env", ".abi-documents"] {
         let rule = format!("/{name}");
         assert!(
             gitignore.lines().any(|l| l == rule),

@@ -108,6 +108,8 @@ async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
     for step in [
         "ok: demo-provider READY",
         "ok: demo-consumer READY",
+        "ok: abi-documents serves abi.svc.document.v1.*",
+        "ok: demo-provider/work holds one document per provider instance",
         "ok: demo-consumer DEGRADED",
         "ok: demo-consumer READY again",
         "ok: demo-rollout-a v1 READY",
