@@ -6,10 +6,10 @@ use abi_document_model::{Document, DocumentError, OrderBy, Predicate};
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
-use super::dumps::dumps;
-use super::json::{self, Json};
 use super::keys::{ValueKind, base64_decode, number_text, value_sort_parts};
 use super::storage::encode;
+use abi_pyjson::dumps;
+use abi_pyjson::{self as json, Json};
 
 /// The message of every refused cursor.
 pub const INVALID_CURSOR: &str = "Invalid cursor for this query";

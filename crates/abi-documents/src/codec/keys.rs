@@ -7,10 +7,10 @@ use abi_document_model::Value;
 use base64::Engine;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
-use super::dumps::dumps;
-use super::float::{exact_integer_text, python_repr, repr_integer_text};
-use super::json::{self, Json};
 use super::storage::encode;
+use abi_pyjson::dumps;
+use abi_pyjson::{self as json, Json};
+use abi_pyjson::{exact_integer_text, python_repr, repr_integer_text};
 
 /// The rank of a value's kind in the portable order: nulls first, then
 /// booleans, numbers, strings, datetimes, bytes, arrays, objects.

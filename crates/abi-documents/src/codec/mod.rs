@@ -4,17 +4,14 @@
 
 mod cursor;
 mod decimal;
-mod dumps;
-mod float;
-mod json;
 mod keys;
 mod storage;
 
+pub use abi_pyjson::{
+    Json, JsonError, dumps, exact_integer_text, json_string, parse, python_repr, repr_integer_text,
+};
 pub use cursor::{CursorKey, INVALID_CURSOR, fingerprint, next_cursor, read_cursor};
 pub use decimal::compare_numeric_text;
-pub use dumps::{dumps, json_string};
-pub use float::{exact_integer_text, python_repr, repr_integer_text};
-pub use json::{Json, JsonError, parse};
 pub use keys::{
     ValueKind, base64_decode, equality_key, number_text, sqlite_bytes_key, sqlite_field,
     sqlite_json_key, sqlite_legacy_json_key, sqlite_numeric_text, value_json_key, value_sort_parts,

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use abi_document_model::{Data, Datetime, DocumentError, Value};
 use base64::Engine;
 
-use super::float::repr_integer_text;
-use super::json::Json;
+use abi_pyjson::Json;
+use abi_pyjson::repr_integer_text;
 
 /// The tag key of an encoded datetime or bytes value.
 pub const TAG: &str = "$t";

@@ -3,7 +3,7 @@
 //! The reference stores and compares documents through Python's `json`
 //! module, whose integers are unbounded and whose floats are IEEE doubles
 //! printed by `repr`. [`Json`] keeps exactly that distinction, so a value
-//! read back and printed again with [`crate::codec::dumps`] gives the text the
+//! read back and printed again with [`crate::dumps`] gives the text the
 //! reference would give.
 
 use std::collections::BTreeMap;

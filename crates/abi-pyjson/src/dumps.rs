@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
-use super::float::python_repr;
-use super::json::Json;
+use crate::float::python_repr;
+use crate::json::Json;
 
 /// Canonical text of `value`: keys sorted (by code point, which is UTF-8
 /// byte order), no spaces, every non-ASCII character escaped as `\uXXXX`
@@ -14,11 +14,28 @@ use super::json::Json;
 /// on this text being byte-identical to the reference's.
 pub fn dumps(value: &Json) -> String {
     let mut out = String::new();
-    write_json(&mut out, value);
+    write_json(&mut out, value, COMPACT);
     out
 }
 
-fn write_json(out: &mut String, value: &Json) {
+/// `json.dumps(value, sort_keys=True)` with Python's default separators
+/// (`", "` between items, `": "` after keys) and `ensure_ascii`: the text the
+/// reference hashes for job and agent names (`_hash`) and stores as event
+/// filters. Objects come out with sorted keys ([`Json::Object`] is ordered).
+pub fn dumps_default(value: &Json) -> String {
+    let mut out = String::new();
+    write_json(&mut out, value, DEFAULT);
+    out
+}
+
+/// Item and key separators.
+#[derive(Clone, Copy)]
+struct Separators(&'static str, &'static str);
+
+const COMPACT: Separators = Separators(",", ":");
+const DEFAULT: Separators = Separators(", ", ": ");
+
+fn write_json(out: &mut String, value: &Json, seps: Separators) {
     match value {
         Json::Null => out.push_str("null"),
         Json::Bool(true) => out.push_str("true"),
@@ -33,9 +50,9 @@ fn write_json(out: &mut String, value: &Json) {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push_str(seps.0);
                 }
-                write_json(out, item);
+                write_json(out, item, seps);
             }
             out.push(']');
         }
@@ -45,11 +62,11 @@ fn write_json(out: &mut String, value: &Json) {
             // the same order as Python's sorted() on code points.
             for (i, (key, item)) in members.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push_str(seps.0);
                 }
                 write_string(out, key);
-                out.push(':');
-                write_json(out, item);
+                out.push_str(seps.1);
+                write_json(out, item, seps);
             }
             out.push('}');
         }
@@ -85,4 +102,27 @@ fn write_string(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Expected texts printed by CPython 3.11's `json.dumps`.
+    #[test]
+    fn separators_are_pythons() {
+        let value = Json::Array(vec![
+            Json::Str("acme.billing".into()),
+            Json::Str("ingest é".into()),
+            Json::Float(0.5),
+        ]);
+        assert_eq!(
+            dumps_default(&value),
+            r#"["acme.billing", "ingest \u00e9", 0.5]"#
+        );
+        assert_eq!(dumps(&value), r#"["acme.billing","ingest \u00e9",0.5]"#);
+        let object =
+            Json::Object([("b".to_owned(), Json::Int(1)), ("a".to_owned(), Json::Null)].into());
+        assert_eq!(dumps_default(&object), r#"{"a": null, "b": 1}"#);
+    }
 }

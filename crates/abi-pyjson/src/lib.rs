@@ -1,0 +1,19 @@
+//! Python's `json` module, byte for byte, for everything the reference
+//! hashes, stores or compares as JSON text: document storage, equality keys
+//! and cursors (`abi-documents`), job and agent subject hashes (`abi-wire`).
+//!
+//! - [`Json`] and [`parse`]: a JSON tree with Python's number model
+//!   (unbounded integers, doubles) and `json.loads`;
+//! - [`dumps`]: the canonical text `json.dumps(v, ensure_ascii=True,
+//!   sort_keys=True, separators=(",", ":"))`; [`json_string`]: one string
+//!   literal with `ensure_ascii` escapes; [`dumps_default`]: `json.dumps(v)`
+//!   with Python's default separators (`", "` and `": "`);
+//! - [`python_repr`]: a double as Python's `repr` writes it.
+
+mod dumps;
+mod float;
+mod json;
+
+pub use dumps::{dumps, dumps_default, json_string};
+pub use float::{exact_integer_text, python_repr, repr_integer_text};
+pub use json::{Json, JsonError, parse};
