@@ -6,6 +6,8 @@
 //!   and key, caps and the reference's defaults;
 //! - [`documents`]: `abi.svc.document.v1` subjects, the reply's error-code
 //!   header, the page share of the payload limit;
+//! - [`jobs`]: the jobs stream, trigger/schedule/cancel/notice subjects,
+//!   consumers, run ids and record collections (hashed names as the reference's);
 //! - [`codes`]: the wire error codes ([`ErrorCode`]);
 //! - [`status`]: the instance status names;
 //! - [`names`]: the identifier patterns (module, instance, rollout, app);
@@ -13,12 +15,13 @@
 //! - [`nats`]: how a process names its NATS servers ([`ServerList`]);
 //! - [`rpc`]: each request type bound to its operation and response ([`rpc::Rpc`]).
 //!
-//! The subjects of jobs, agents and models come here as those surfaces land.
+//! The subjects of agents and models come here as those surfaces land.
 
 pub mod auth;
 pub mod codes;
 pub mod discovery;
 pub mod documents;
+pub mod jobs;
 pub mod names;
 pub mod nats;
 pub mod rpc;

@@ -1,0 +1,186 @@
+//! Jobs on the wire (the reference SDK's `jobs.py`, `job_host.py`): the
+//! stream `ABI_JOBS_<project>`, one trigger subject and one durable pull
+//! consumer per job, schedule subjects, the per-module cancel subject, core
+//! NATS completion notices, run ids, the run-record collection, and the
+//! headers triggers carry.
+//!
+//! Module and job names enter subjects hashed: [`hash`] is the reference's
+//! `_hash(*values)`, SHA-256 of `json.dumps(values, ensure_ascii=True)` (a
+//! JSON array with Python's default `", "` separator), so a Python host and
+//! a Rust host of one job meet on the same subjects and consumer.
+
+use sha2::{Digest as _, Sha256};
+
+/// The header naming what produced a trigger: `manual`, `schedule`, `event`.
+pub const TRIGGER_HEADER: &str = "Abi-Job-Trigger";
+/// The header of a schedule's input hash (only when an input is set).
+pub const INPUT_HASH_HEADER: &str = "Abi-Job-Input-Hash";
+/// The `kind` of a job descriptor (`workflow` for workflows).
+pub const JOB_KINDS: [&str; 2] = ["job", "workflow"];
+/// How long a manual trigger waits in the stream for a host (`Nats-TTL`).
+pub const MANUAL_TRIGGER_TTL: &str = "168h";
+/// How long an event trigger waits in the stream for a host.
+pub const EVENT_TRIGGER_TTL: &str = "24h";
+/// The object store large trigger payloads travel through (claim checks).
+pub const CLAIM_CHECK_BUCKET: &str = "abi_claim_checks";
+/// Most triggers one job declares.
+pub const MAX_TRIGGERS: usize = 16;
+/// The statuses a run record holds; `QUEUED` is never stored (it is what a
+/// caller sees before a host took the trigger).
+pub const RUN_STATUSES: [&str; 8] = [
+    "QUEUED",
+    "RUNNING",
+    "RETRYING",
+    "SUCCEEDED",
+    "SKIPPED",
+    "FAILED",
+    "TIMED_OUT",
+    "CANCELLED",
+];
+/// The statuses after which a run never changes.
+pub const TERMINAL_STATUSES: [&str; 5] =
+    ["SUCCEEDED", "SKIPPED", "FAILED", "TIMED_OUT", "CANCELLED"];
+
+/// The reference's `_hash(*values)`: hex SHA-256 of the values as a
+/// Python-`json.dumps`ed list.
+pub fn hash(values: &[&str]) -> String {
+    let list = abi_pyjson::Json::Array(
+        values
+            .iter()
+            .map(|v| abi_pyjson::Json::Str((*v).to_owned()))
+            .collect(),
+    );
+    hex::encode(Sha256::digest(abi_pyjson::dumps_default(&list).as_bytes()))
+}
+
+/// The jobs stream of `project`: `ABI_JOBS_<project>`.
+pub fn stream(project: &str) -> String {
+    format!("ABI_JOBS_{project}")
+}
+
+/// Every subject the jobs stream holds: `abi.jobs.<project>.>`.
+pub fn stream_subjects(project: &str) -> String {
+    format!("abi.jobs.{project}.>")
+}
+
+/// The run records of `project`'s jobs, one collection in each module's
+/// document namespace: `job_runs_<hash(project)[:16]>`.
+pub fn runs_collection(project: &str) -> String {
+    format!("job_runs_{}", &hash(&[project])[..16])
+}
+
+/// Workflow step summaries: `workflow_steps_<hash(project)[:16]>`.
+pub fn workflow_steps_collection(project: &str) -> String {
+    format!("workflow_steps_{}", &hash(&[project])[..16])
+}
+
+/// Workflow step results: `workflow_results_<hash(project)[:16]>`.
+pub fn workflow_results_collection(project: &str) -> String {
+    format!("workflow_results_{}", &hash(&[project])[..16])
+}
+
+/// The run id of the trigger stored at stream `sequence`: `<job>:<sequence>`.
+pub fn run_id(job: &str, sequence: u64) -> String {
+    format!("{job}:{sequence}")
+}
+
+/// The subjects and consumer of one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSubjects {
+    project: String,
+    module_hash: String,
+    job_hash: String,
+}
+
+impl JobSubjects {
+    /// The names of `module_id`'s job `job` in `project`.
+    pub fn new(project: &str, module_id: &str, job: &str) -> Self {
+        Self {
+            project: project.to_owned(),
+            module_hash: hash(&[module_id])[..32].to_owned(),
+            job_hash: hash(&[module_id, job])[..32].to_owned(),
+        }
+    }
+
+    /// Where triggers are stored: `abi.jobs.<p>.trigger.<mh>.<jh>`.
+    pub fn trigger(&self) -> String {
+        format!(
+            "abi.jobs.{}.trigger.{}.{}",
+            self.project, self.module_hash, self.job_hash
+        )
+    }
+
+    /// The schedule message of the job's `index`-th schedule (its Cron and
+    /// Every triggers, counted in declaration order).
+    pub fn schedule(&self, index: usize) -> String {
+        format!(
+            "abi.jobs.{}.schedule.{}.{}.{index}",
+            self.project, self.module_hash, self.job_hash
+        )
+    }
+
+    /// Where cancels of the module's runs are published (core NATS).
+    pub fn cancel(&self) -> String {
+        format!("abi.jobs.{}.cancel.{}", self.project, self.module_hash)
+    }
+
+    /// Where completion notices of this job's runs are published (core NATS,
+    /// outside the stream so none is stored).
+    pub fn done(&self) -> String {
+        format!(
+            "abi.jobdone.{}.{}.{}",
+            self.project, self.module_hash, self.job_hash
+        )
+    }
+
+    /// The durable pull consumer every host of this job shares.
+    pub fn consumer(&self) -> String {
+        format!("job-{}-{}", &self.module_hash[..16], &self.job_hash[..16])
+    }
+
+    /// The queue group of the job's event subscriptions.
+    pub fn events_queue(&self) -> String {
+        format!("{}-events", self.consumer())
+    }
+
+    /// The `Nats-Msg-Id` of a manual trigger sent with `key`: a repeated key
+    /// within the stream's duplicate window is the same run.
+    pub fn idempotency_id(&self, key: &str) -> String {
+        hash(&[&self.trigger(), key])
+    }
+}
+
+/// The subject events of an event type are published on (the event
+/// service's `evt.<sha256(iri)[:32]>.<event id>`), as a wildcard.
+pub fn event_type_subject(event_type: &str) -> String {
+    let digest = hex::encode(Sha256::digest(event_type.as_bytes()));
+    format!("evt.{}.>", &digest[..32])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Golden values from the reference (`naas_abi_sdk.jobs`, project
+    /// `default`, module `acme.billing`, job `ingest`).
+    #[test]
+    fn names_match_the_reference() {
+        let s = JobSubjects::new("default", "acme.billing", "ingest");
+        assert_eq!(
+            s.trigger(),
+            "abi.jobs.default.trigger.e017bc4baa74ce0d2755f728bef52428.fc1d1c045bbba645833fc64181456460"
+        );
+        assert_eq!(s.consumer(), "job-e017bc4baa74ce0d-fc1d1c045bbba645");
+        assert_eq!(
+            s.cancel(),
+            "abi.jobs.default.cancel.e017bc4baa74ce0d2755f728bef52428"
+        );
+        assert_eq!(runs_collection("default"), "job_runs_ed954e41fa3f395c");
+        assert_eq!(
+            workflow_steps_collection("default"),
+            "workflow_steps_ed954e41fa3f395c"
+        );
+        assert_eq!(stream("default"), "ABI_JOBS_default");
+        assert_eq!(run_id("ingest", 42), "ingest:42");
+    }
+}

@@ -1,0 +1,3 @@
+//! The integration tests of `abi-wire`, in one test binary.
+
+mod jobs_reference;
