@@ -84,7 +84,7 @@ pub fn postgres_bin_dir() -> PathBuf {
 ///
 /// ```no_run
 /// # async fn demo() {
-/// let mut server = abi_test_support::PostgresServer::start().await;
+/// let mut server = abi_test_support::postgres::PostgresServer::start().await;
 /// let url = server.url(); // "postgres://postgres@127.0.0.1:<port>/postgres"
 /// server.kill9(); // a crash: SIGKILL to the server and its backends
 /// server.restart().await; // same port, same data: committed rows survive
