@@ -28,6 +28,7 @@ pub mod endpoints;
 pub mod error;
 pub(crate) mod metrics;
 pub(crate) mod micro;
+pub mod platform;
 pub mod run;
 pub mod service;
 /// The signal watcher, shared with the other service binaries.

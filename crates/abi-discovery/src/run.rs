@@ -118,6 +118,18 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> Result<(), RunError
         source,
     })?;
 
+    // Before discovery serves: a module registering at once finds the streams
+    // it may not create. A failure is reported and discovery serves on.
+    if let Err(error) = crate::platform::prepare_module_streams(
+        &jetstream,
+        cfg.project.as_str(),
+        cfg.kv_replicas.get(),
+    )
+    .await
+    {
+        tracing::error!(%error, "modules' job hosts will not find their stream");
+    }
+
     let rules = abi_registry::Rules::new(cfg.lease_seconds, cfg.admin_identities.iter().cloned())
         .map_err(RunError::Rules)?;
     // The writer outlives the endpoints: it stops only once every request received

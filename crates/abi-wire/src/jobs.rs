@@ -23,6 +23,10 @@ pub const MANUAL_TRIGGER_TTL: &str = "168h";
 pub const EVENT_TRIGGER_TTL: &str = "24h";
 /// The object store large trigger payloads travel through (claim checks).
 pub const CLAIM_CHECK_BUCKET: &str = "abi_claim_checks";
+/// How long a claim-checked payload is kept (the reference's 7 days).
+pub const CLAIM_CHECK_TTL_SECS: u64 = 7 * 24 * 3600;
+/// The claim-check store's description (the reference's).
+pub const CLAIM_CHECK_DESCRIPTION: &str = "NATS messages above the broker limit (claim check)";
 /// Most triggers one job declares.
 pub const MAX_TRIGGERS: usize = 16;
 /// The statuses a run record holds; `QUEUED` is never stored (it is what a

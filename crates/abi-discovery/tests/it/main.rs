@@ -16,6 +16,7 @@ mod metrics_http;
 mod nats_drain;
 mod nats_handler;
 mod nats_ops;
+mod platform_streams;
 mod process_auth;
 mod process_config;
 mod process_owners;
