@@ -2,9 +2,14 @@
 //! compare-and-swap, our `abi-discovery` and the Python reference, measured in
 //! one run on one nats-server it starts itself.
 //!
-//! The table goes to stdout (markdown), progress to stderr. See
+//! `abi-bench documents` does the same for the document service: raw
+//! request-reply, `abi-documents` on SQLite and on PostgreSQL, and the Python
+//! reference on its SQLite adapter (see [`documents`]).
+//!
+//! The tables go to stdout (markdown), progress to stderr. See
 //! `docs/benchmarks.md` for what each row means and the targets.
 
+mod documents;
 mod measure;
 mod report;
 mod runs;
@@ -14,7 +19,7 @@ mod wire;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 /// Live-instance counts the latency rows are measured at.
 pub const LEVELS: [usize; 3] = [1, 64, 256];
@@ -23,9 +28,13 @@ pub const LEVELS: [usize; 3] = [1, 64, 256];
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "abi-bench",
-    about = "Discovery latency/throughput: raw NATS, raw KV CAS, abi-discovery, Python reference"
+    about = "Discovery latency/throughput: raw NATS, raw KV CAS, abi-discovery, Python reference",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Args {
+    /// Another benchmark than discovery's (the default run, with no subcommand).
+    #[command(subcommand)]
+    pub command: Option<Bench>,
     /// A short run (under a minute): 100 calls per latency cell, 3 s of throughput.
     #[arg(long, conflicts_with = "smoke")]
     pub quick: bool,
@@ -58,6 +67,14 @@ pub struct Args {
     pub reference_script: Option<PathBuf>,
 }
 
+/// The benchmarks besides the default (discovery) run.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Bench {
+    /// Document service: raw NATS request-reply, abi-documents on SQLite and on
+    /// PostgreSQL, the Python reference on SQLite.
+    Documents(documents::Args),
+}
+
 impl Args {
     /// Calls per latency cell.
     pub fn iters(&self) -> usize {
@@ -86,7 +103,10 @@ impl Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let table = runs::run_all(&args).await?;
+    let table = match &args.command {
+        Some(Bench::Documents(documents)) => documents::run(documents).await?,
+        None => runs::run_all(&args).await?,
+    };
     println!("{table}");
     Ok(())
 }

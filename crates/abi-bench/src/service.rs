@@ -1,5 +1,7 @@
-//! The two discovery services as child processes: our `abi-discovery` binary
-//! and the Python reference (`tests/interop/reference_owner.py serve`).
+//! The services under test as child processes: our `abi-discovery` binary
+//! and the Python reference (`tests/interop/reference_owner.py serve`) here;
+//! the document servers (`crate::documents::servers`) reuse [`Service`],
+//! [`wait_ready_line`] and [`sibling_binary`].
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -113,7 +115,7 @@ pub async fn start_reference(
     secret: &str,
     project: &str,
 ) -> anyhow::Result<Service> {
-    let mut child = Command::new(python)
+    let child = Command::new(python)
         .arg(script)
         .args(["serve", nats_url, secret, project, LEASE_SECONDS])
         .stdin(Stdio::null())
@@ -122,8 +124,23 @@ pub async fn start_reference(
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("start {} {}", python.display(), script.display()))?;
-    let pid = child.id().context("reference exited at once")?;
-    let stdout = child.stdout.take().context("reference stdout")?;
+    wait_ready_line(child, "reference").await
+}
+
+/// Waits (up to a minute) for `child` to print a line reading `ready` on its
+/// piped stdout, then adopts it as a [`Service`]. `what` names it in errors.
+///
+/// # Errors
+///
+/// When it exits, or does not print `ready` in time.
+pub async fn wait_ready_line(mut child: Child, what: &str) -> anyhow::Result<Service> {
+    let pid = child
+        .id()
+        .with_context(|| format!("{what} exited at once"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .with_context(|| format!("{what} stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
     let ready = tokio::time::timeout(START_TIMEOUT, async {
         while let Some(line) = lines.next_line().await? {
@@ -136,14 +153,20 @@ pub async fn start_reference(
     .await;
     match ready {
         Ok(Ok(true)) => Service::ready(child, pid),
-        Ok(Ok(false)) => bail!("reference exited before printing ready"),
-        Ok(Err(e)) => Err(e).context("read reference stdout"),
-        Err(_) => bail!("reference not ready within {START_TIMEOUT:?}"),
+        Ok(Ok(false)) => bail!("{what} exited before printing ready"),
+        Ok(Err(e)) => Err(e).with_context(|| format!("read {what} stdout")),
+        Err(_) => bail!("{what} not ready within {START_TIMEOUT:?}"),
     }
 }
 
 impl Service {
-    fn ready(child: Child, pid: u32) -> anyhow::Result<Self> {
+    /// Adopts a child that serves now: its CPU from here on is the
+    /// service's.
+    ///
+    /// # Errors
+    ///
+    /// When its `/proc` entry cannot be read (it exited).
+    pub fn ready(child: Child, pid: u32) -> anyhow::Result<Self> {
         let ticks = measure::ticks_per_second();
         let cpu_at_ready = measure::cpu_seconds(pid, ticks)?;
         Ok(Self {
@@ -190,24 +213,39 @@ impl Service {
 ///
 /// When none exists, saying how to build it.
 pub fn discovery_binary(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    sibling_binary("abi-discovery", explicit, "--discovery-bin")
+}
+
+/// The binary `name` of this workspace: `explicit`, else next to this
+/// executable (or one directory up, for test binaries in `deps/`). `flag` is
+/// the option that overrides it, for the error message.
+///
+/// # Errors
+///
+/// When none exists, saying how to build it.
+pub fn sibling_binary(
+    name: &str,
+    explicit: Option<PathBuf>,
+    flag: &str,
+) -> anyhow::Result<PathBuf> {
     if let Some(path) = explicit {
         if path.is_file() {
             return Ok(path);
         }
-        bail!("--discovery-bin {} is not a file", path.display());
+        bail!("{flag} {} is not a file", path.display());
     }
     let exe = std::env::current_exe()?;
     let found = exe
         .ancestors()
         .skip(1)
         .take(2)
-        .map(|dir| dir.join("abi-discovery"))
+        .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file());
     found.with_context(|| {
         format!(
-            "abi-discovery not found next to {}: build it first with \
-             `cargo build --release -p abi-discovery` (same profile and target dir), \
-             or pass --discovery-bin",
+            "{name} not found next to {}: build it first with \
+             `cargo build --release -p {name}` (same profile and target dir), \
+             or pass {flag}",
             exe.display()
         )
     })

@@ -1,0 +1,210 @@
+//! The documents run's results: one column per target, the markdown table,
+//! and the verdicts on the issue's targets.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::measure::Summary;
+use crate::service::Usage;
+
+/// The issue's latency target: a get's p50 at most this many raw
+/// request-replies.
+pub const GET_TARGET_RATIO: f64 = 2.0;
+/// The issue's throughput target: at least this many times the reference's
+/// put throughput.
+pub const PUT_TARGET_RATIO: f64 = 10.0;
+
+/// A measured operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Op {
+    /// `put` with `if_version = 0` of a new id.
+    Create,
+    /// `put` with `if_version` = the stored version.
+    Cas,
+    /// `get` of a stored document.
+    Get,
+    /// `find`: a page of an `eq` on an indexed field, `order_by` another.
+    Find,
+}
+
+impl Op {
+    /// Every operation, in table order.
+    pub const ALL: [Op; 4] = [Op::Create, Op::Cas, Op::Get, Op::Find];
+}
+
+/// What one target measured. Cells it does not measure stay empty ("—").
+#[derive(Debug, Default)]
+pub struct Column {
+    /// Column heading.
+    pub name: &'static str,
+    /// Latency per operation.
+    pub latency: BTreeMap<Op, Summary>,
+    /// Successful puts per second with the run's concurrent callers.
+    pub throughput: Option<f64>,
+    /// The service process's CPU and memory.
+    pub usage: Option<Usage>,
+    /// Failed calls by phase and code.
+    pub failures: BTreeMap<(&'static str, String), u64>,
+    /// Why the target was not run, if it was not; its cells then say
+    /// "skipped".
+    pub skipped: Option<String>,
+}
+
+impl Column {
+    /// An empty column.
+    pub fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            ..Self::default()
+        }
+    }
+
+    /// Failed calls over the whole run.
+    pub fn failed(&self) -> u64 {
+        self.failures.values().sum()
+    }
+}
+
+/// The shape of the run, for the row labels.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Items a find page asks for.
+    pub page: usize,
+    /// Documents in the set find searches.
+    pub records: usize,
+    /// Concurrent callers of the throughput phase.
+    pub callers: usize,
+}
+
+/// The markdown table, one row per metric, one column per target.
+pub fn table(columns: &[Column], shape: Shape) -> String {
+    let mut out = String::new();
+    let mut row = |label: &str, cell: &dyn Fn(&Column) -> Option<String>| {
+        let _ = write!(out, "| {label} |");
+        for column in columns {
+            let text = if column.skipped.is_some() {
+                "skipped".to_owned()
+            } else {
+                cell(column).unwrap_or_else(|| "—".to_owned())
+            };
+            let _ = write!(out, " {text} |");
+        }
+        out.push('\n');
+    };
+    let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
+    let mut header = format!("| metric | {} |\n|---|", names.join(" | "));
+    header.push_str(&"---|".repeat(columns.len()));
+    header.push('\n');
+    for op in Op::ALL {
+        let label = match op {
+            Op::Create => "put (create, if_version = 0): p50 / p99 (ms)".to_owned(),
+            Op::Cas => "put (CAS, if_version = current): p50 / p99 (ms)".to_owned(),
+            Op::Get => "get: p50 / p99 (ms)".to_owned(),
+            Op::Find => format!(
+                "find ({} of {}: eq on an indexed field, order_by): p50 / p99 (ms)",
+                shape.page, shape.records
+            ),
+        };
+        row(&label, &|c: &Column| {
+            c.latency.get(&op).map(|s| {
+                format!(
+                    "{:.3} / {:.3}",
+                    s.p50.as_secs_f64() * 1e3,
+                    s.p99.as_secs_f64() * 1e3
+                )
+            })
+        });
+    }
+    row(
+        &format!("put throughput, {} callers (ops/s)", shape.callers),
+        &|c: &Column| c.throughput.map(|t| format!("{t:.0}")),
+    );
+    row("service process CPU while measured (s)", &|c: &Column| {
+        c.usage.map(|u| format!("{:.2}", u.cpu_secs))
+    });
+    row("service process peak RSS (MiB)", &|c: &Column| {
+        c.usage.map(|u| format!("{:.1}", u.peak_rss_mib))
+    });
+    row("failed calls", &|c: &Column| Some(c.failed().to_string()));
+    row("failed calls by phase: code", &|c: &Column| {
+        Some(if c.failures.is_empty() {
+            "none".to_owned()
+        } else {
+            c.failures
+                .iter()
+                .map(|((phase, code), n)| format!("{phase}: {code} x{n}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    });
+    header + &out
+}
+
+/// The verdict table: each of our storage targets against the issue's
+/// targets. `floor` is the raw request-reply column, `reference` the
+/// reference's.
+pub fn verdicts(floor: &Column, ours: &[&Column], reference: &Column) -> String {
+    let mut out = String::from("| target | measured | verdict |\n|---|---|---|\n");
+    let ms = |s: &Summary| s.p50.as_secs_f64() * 1e3;
+    for column in ours {
+        let measured = match (column.latency.get(&Op::Get), floor.latency.get(&Op::Get)) {
+            _ if column.skipped.is_some() => None,
+            (Some(get), Some(raw)) => {
+                let ratio = ms(get) / ms(raw);
+                Some((
+                    format!("{:.3} ms vs {:.3} ms: **{ratio:.2}x**", ms(get), ms(raw)),
+                    ratio <= GET_TARGET_RATIO,
+                ))
+            }
+            _ => None,
+        };
+        push_verdict(
+            &mut out,
+            &format!(
+                "{}: get p50 <= {GET_TARGET_RATIO}x raw request-reply p50",
+                column.name
+            ),
+            measured,
+        );
+    }
+    for column in ours {
+        let measured = match (column.throughput, reference.throughput) {
+            _ if column.skipped.is_some() || reference.skipped.is_some() => None,
+            (Some(ours), Some(theirs)) if theirs > 0.0 => {
+                let ratio = ours / theirs;
+                let failed = reference
+                    .failures
+                    .iter()
+                    .filter(|((phase, _), _)| *phase == "throughput")
+                    .map(|(_, n)| n)
+                    .sum::<u64>();
+                Some((
+                    format!(
+                        "{ours:.0} vs {theirs:.0} ops/s: **{ratio:.1}x** \
+                         (successful puts only; the reference failed {failed} in that phase)"
+                    ),
+                    ratio >= PUT_TARGET_RATIO,
+                ))
+            }
+            _ => None,
+        };
+        push_verdict(
+            &mut out,
+            &format!(
+                "{}: put throughput >= {PUT_TARGET_RATIO}x the reference's",
+                column.name
+            ),
+            measured,
+        );
+    }
+    out
+}
+
+fn push_verdict(out: &mut String, target: &str, measured: Option<(String, bool)>) {
+    let (text, verdict) = match measured {
+        Some((text, true)) => (text, "**met**"),
+        Some((text, false)) => (text, "**missed**"),
+        None => ("not measured".to_owned(), "—"),
+    };
+    let _ = writeln!(out, "| {target} | {text} | {verdict} |");
+}

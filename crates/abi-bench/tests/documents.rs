@@ -1,0 +1,171 @@
+//! `abi-bench documents --smoke` end to end: a real nats-server, the real
+//! `abi-documents` binary on SQLite and on PostgreSQL, and the Python
+//! reference server, a few calls each. A correctness check of the tables
+//! only: no timing is asserted.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const COLUMNS: [&str; 4] = [
+    "raw req-reply",
+    "abi-documents (SQLite)",
+    "abi-documents (PostgreSQL)",
+    "reference (Python, SQLite)",
+];
+
+/// The `abi-documents` binary of the profile this test was built with
+/// (`cargo test -p abi-bench` builds only this package's binaries, so build
+/// it: a no-op when it is up to date).
+fn documents_binary() -> PathBuf {
+    let bench = Path::new(env!("CARGO_BIN_EXE_abi-bench"));
+    let profile_dir = bench.parent().expect("profile dir");
+    let target_dir = profile_dir.parent().expect("target dir");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "abi-documents",
+        "--bin",
+        "abi-documents",
+    ])
+    .arg("--target-dir")
+    .arg(target_dir)
+    .current_dir(root);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("run cargo build -p abi-documents");
+    assert!(status.success(), "cargo build -p abi-documents failed");
+    let bin = profile_dir.join("abi-documents");
+    assert!(bin.is_file(), "{} was not built", bin.display());
+    bin
+}
+
+fn cells(line: &str) -> Vec<String> {
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().to_owned())
+        .collect()
+}
+
+/// "p50 / p99" in milliseconds, both finite, p50 <= p99.
+fn is_latency(cell: &str) -> bool {
+    let parts: Vec<f64> = cell
+        .split(" / ")
+        .filter_map(|p| p.parse::<f64>().ok())
+        .collect();
+    parts.len() == 2 && parts.iter().all(|v| v.is_finite() && *v >= 0.0) && parts[0] <= parts[1]
+}
+
+fn is_number(cell: &str) -> bool {
+    cell.parse::<f64>().is_ok_and(|v| v.is_finite() && v >= 0.0)
+}
+
+/// The markdown tables of `text`, in order, each as its rows of cells.
+fn tables(text: &str) -> Vec<Vec<Vec<String>>> {
+    let mut tables = Vec::new();
+    let mut current: Vec<Vec<String>> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('|') {
+            current.push(cells(line));
+        } else if !current.is_empty() {
+            tables.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        tables.push(current);
+    }
+    tables
+}
+
+#[test]
+fn smoke_run_prints_every_row_and_verdict_for_every_target() {
+    let documents = documents_binary();
+    let out = Command::new(env!("CARGO_BIN_EXE_abi-bench"))
+        .args(["documents", "--smoke", "--documents-bin"])
+        .arg(&documents)
+        .output()
+        .expect("run abi-bench documents");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "abi-bench documents failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("one after another on one nats-server"),
+        "the notes say how the targets shared the bus:\n{stdout}"
+    );
+
+    let tables = tables(&stdout);
+    assert_eq!(
+        tables.len(),
+        2,
+        "a results table and a verdict table:\n{stdout}"
+    );
+    let results = &tables[0];
+    assert_eq!(results[0][0], "metric");
+    assert_eq!(&results[0][1..], COLUMNS, "columns");
+    let rows = &results[2..];
+    for row in rows {
+        assert_eq!(row.len(), 1 + COLUMNS.len(), "row width: {row:?}");
+    }
+    let row = |prefix: &str| -> &Vec<String> {
+        let found: Vec<_> = rows.iter().filter(|r| r[0].starts_with(prefix)).collect();
+        assert_eq!(found.len(), 1, "row {prefix:?} in:\n{stdout}");
+        found[0]
+    };
+    for op in ["put (create", "put (CAS", "get:", "find ("] {
+        let r = row(op);
+        for (i, cell) in r[1..].iter().enumerate() {
+            assert!(is_latency(cell), "{op} {}: {cell:?}", COLUMNS[i]);
+        }
+    }
+    let throughput = row("put throughput, 64 callers");
+    assert!(
+        throughput[1..].iter().all(|c| is_number(c) && c != "0"),
+        "{throughput:?}"
+    );
+    for label in ["service process CPU", "service process peak RSS"] {
+        let r = row(label);
+        assert_eq!(r[1], "—", "{label}: the floor has no process");
+        assert!(r[2..].iter().all(|c| is_number(c)), "{label}: {r:?}");
+    }
+    let failed: Vec<_> = rows.iter().filter(|r| r[0] == "failed calls").collect();
+    assert_eq!(failed.len(), 1, "one failed-calls row:\n{stdout}");
+    let failed = failed[0];
+    let by_code = row("failed calls by phase");
+    // Ours answer every call; the reference may refuse puts under the
+    // throughput phase's 64 writers ("database is locked"), and nothing else.
+    assert_eq!(&failed[1..4], ["0", "0", "0"], "failed calls: {failed:?}");
+    assert_eq!(&by_code[1..4], ["none", "none", "none"], "{by_code:?}");
+    let reference = &by_code[4];
+    assert!(
+        reference == "none"
+            || reference
+                .split("; ")
+                .all(|f| f.starts_with("throughput: STORAGE_ERROR x")),
+        "the reference failed otherwise: {reference}"
+    );
+    assert_eq!(rows.len(), 9, "no other rows:\n{stdout}");
+
+    let verdicts = &tables[1];
+    assert_eq!(verdicts[0], ["target", "measured", "verdict"]);
+    assert_eq!(
+        verdicts.len(),
+        2 + 4,
+        "two targets for each of our storages"
+    );
+    for verdict in &verdicts[2..] {
+        assert!(
+            verdict[2] == "**met**" || verdict[2] == "**missed**",
+            "every target judged: {verdict:?}"
+        );
+    }
+}
