@@ -264,6 +264,12 @@ impl PostgresStore {
         self.pool.close();
     }
 
+    /// The pool's connections: open, idle (`available`), at most
+    /// (`max_size`), and the operations waiting for one (`waiting`).
+    pub fn pool_status(&self) -> deadpool_postgres::Status {
+        self.pool.status()
+    }
+
     /// The compiler for this store's tables.
     fn compiler(&self) -> Compiler<'_> {
         Compiler::new(

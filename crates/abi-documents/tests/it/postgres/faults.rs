@@ -321,3 +321,212 @@ async fn sixty_four_writers_all_succeed() {
         p(0.99)
     );
 }
+
+/// A plain connection beside the stores, for locks and DDL they never take.
+async fn raw(server: &PostgresServer) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_boot_lock_wait_is_bounded_and_reported_as_a_storage_error() {
+    let server = PostgresServer::start().await;
+    let schema = schema();
+    let first = open(&server, &schema).await;
+    let mut holder = raw(&server).await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&abi_documents_lock_id(&schema)],
+    )
+    .await
+    .unwrap();
+    let mut config = PostgresConfig::new(server.url());
+    config.schema = schema.clone();
+    config.statement_timeout = Duration::from_millis(100);
+    let started = Instant::now();
+    // Without a statement timeout the open would wait for the lock forever.
+    let refused = tokio::time::timeout(Duration::from_secs(10), PostgresStore::open(config))
+        .await
+        .expect("the boot lock wait is bounded");
+    assert!(
+        matches!(&refused, Err(DocumentError::Storage(m)) if m == "Cannot initialize PostgreSQL document storage"),
+        "{refused:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    tx.rollback().await.unwrap();
+    assert_eq!(
+        first.collections("module").await.unwrap(),
+        Vec::<String>::new()
+    );
+    open(&server, &schema).await;
+}
+
+/// The reference's advisory lock key (see the adapter's schema module).
+fn abi_documents_lock_id(schema: &str) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(schema.as_bytes());
+    i64::from_be_bytes(digest[..8].try_into().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_and_statement_waits_are_bounded() {
+    let server = PostgresServer::start().await;
+    let schema = schema();
+    let mut config = PostgresConfig::new(server.url());
+    config.schema = schema.clone();
+    config.pool_max_size = 1;
+    config.pool_timeout = Duration::from_millis(200);
+    config.statement_timeout = Duration::from_secs(2);
+    let store = Arc::new(PostgresStore::open(config).await.unwrap());
+    store
+        .ensure_collection("module", CollectionSpec::new("records"))
+        .await
+        .unwrap();
+    // Hold the catalog row for update: a put waits for its FOR SHARE lock,
+    // on the store's only connection.
+    let mut holder = raw(&server).await;
+    let tx = holder.transaction().await.unwrap();
+    tx.query(
+        &format!("SELECT spec FROM \"{schema}\".abi_document_collections WHERE namespace = 'module' AND name = 'records' FOR UPDATE"),
+        &[],
+    )
+    .await
+    .unwrap();
+    let blocked = {
+        let store = store.clone();
+        tokio::spawn(async move { store.put("module", "records", "a", counter(1), None).await })
+    };
+    // The put holds the only connection: another operation waits for the
+    // pool no longer than pool_timeout.
+    abi_test_support::wait_until(Duration::from_secs(10), || async {
+        store.pool_status().available == 0
+    })
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let starved = store.collections("module").await;
+    assert!(
+        matches!(starved, Err(DocumentError::Storage(_))),
+        "{starved:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // The lock wait itself ends at statement_timeout.
+    let timed_out = tokio::time::timeout(Duration::from_secs(10), blocked)
+        .await
+        .expect("the lock wait is bounded by statement_timeout")
+        .unwrap();
+    assert!(
+        matches!(timed_out, Err(DocumentError::Storage(_))),
+        "{timed_out:?}"
+    );
+    tx.rollback().await.unwrap();
+    store
+        .put("module", "records", "a", counter(1), None)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_index_is_repaired_atomically_and_an_unchanged_one_is_kept() {
+    let server = PostgresServer::start().await;
+    let schema = schema();
+    let store = open(&server, &schema).await;
+    let spec = CollectionSpec::new("records").field(FieldSpec::new("x", "string").unique());
+    store
+        .ensure_collection("module", spec.clone())
+        .await
+        .unwrap();
+    let client = raw(&server).await;
+    let name: String = client
+        .query_one(
+            "SELECT indexname::text FROM pg_indexes WHERE schemaname = $1 AND indexname ~ '^abi_doc_[0-9a-f]{40}$'",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let qualified = format!("\"{schema}\".{name}");
+    // An index of an older definition, without our fingerprint: it
+    // constrains nothing.
+    client
+        .batch_execute(&format!(
+            "DROP INDEX {qualified}; CREATE UNIQUE INDEX {name} ON \"{schema}\".abi_documents ((NULL::text)) WHERE namespace = 'module' AND collection = 'records'"
+        ))
+        .await
+        .unwrap();
+    let x = |v: &str| Data::from([("x".to_owned(), Value::String(v.to_owned()))]);
+    store
+        .put("module", "records", "one", x("value"), None)
+        .await
+        .unwrap();
+    store
+        .put("module", "records", "two", x("value"), None)
+        .await
+        .unwrap();
+    // The replacement fails on the duplicates and rolls back whole.
+    let refused = store.ensure_collection("module", spec.clone()).await;
+    assert!(
+        matches!(refused, Err(DocumentError::UniqueViolation(_))),
+        "{refused:?}"
+    );
+    let definition: String = client
+        .query_one("SELECT pg_get_indexdef(to_regclass($1))", &[&qualified])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(definition.contains("NULL::text"), "{definition}");
+    store
+        .delete("module", "records", "two", None)
+        .await
+        .unwrap();
+    store
+        .ensure_collection("module", spec.clone())
+        .await
+        .unwrap();
+    let duplicate = store
+        .put("module", "records", "dup", x("value"), None)
+        .await;
+    assert!(
+        matches!(duplicate, Err(DocumentError::UniqueViolation(_))),
+        "{duplicate:?}"
+    );
+    let oid_query = "SELECT to_regclass($1)::oid";
+    let oid = |row: tokio_postgres::Row| row.get::<_, u32>(0);
+    let before = oid(client.query_one(oid_query, &[&qualified]).await.unwrap());
+    store.ensure_collection("module", spec).await.unwrap();
+    let after = oid(client.query_one(oid_query, &[&qualified]).await.unwrap());
+    assert_eq!(after, before, "an unchanged index was rebuilt");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_strings_never_reach_errors() {
+    // A closed port: the connection is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = PostgresConfig::new(format!("postgres://someone:hunter2@127.0.0.1:{port}/db"));
+    config.pool_timeout = Duration::from_millis(500);
+    assert!(!format!("{config:?}").contains("hunter2"));
+    let refused = PostgresStore::open(config).await.unwrap_err();
+    assert_eq!(
+        refused,
+        DocumentError::Storage("Cannot initialize PostgreSQL document storage".to_owned())
+    );
+    let malformed = PostgresStore::open(PostgresConfig::new("postgres://someone:hunter2@[::1"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&malformed, DocumentError::InvalidArgument(m) if !m.contains("hunter2")),
+        "{malformed:?}"
+    );
+}
