@@ -530,3 +530,71 @@ async fn connection_strings_never_reach_errors() {
         "{malformed:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_and_cancelled_operations_leave_the_connection_clean() {
+    let server = PostgresServer::start().await;
+    let schema = schema();
+    let mut config = PostgresConfig::new(server.url());
+    config.schema = schema.clone();
+    // One connection: every operation below reuses the one before's.
+    config.pool_max_size = 1;
+    let store = PostgresStore::open(config).await.unwrap();
+    store
+        .ensure_collection("module", CollectionSpec::new("records"))
+        .await
+        .unwrap();
+    store
+        .put("module", "records", "a", counter(1), None)
+        .await
+        .unwrap();
+    // A refused write rolls back its transaction.
+    let conflict = store
+        .put("module", "records", "a", counter(2), Some(7))
+        .await;
+    assert!(
+        matches!(conflict, Err(DocumentError::VersionConflict(_))),
+        "{conflict:?}"
+    );
+    assert_eq!(
+        store.get("module", "records", "a").await.unwrap().version,
+        1
+    );
+
+    // A put dropped while it waits for a row lock is rolled back, and the
+    // connection serves the next operation.
+    let mut holder = raw(&server).await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute(
+        &format!("SELECT 1 FROM \"{schema}\".abi_documents WHERE id = 'a' FOR UPDATE"),
+        &[],
+    )
+    .await
+    .unwrap();
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(200),
+        store.put("module", "records", "a", counter(99), None),
+    )
+    .await;
+    assert!(
+        cancelled.is_err(),
+        "the put should still be waiting: {cancelled:?}"
+    );
+    tx.rollback().await.unwrap();
+    let doc = store.get("module", "records", "a").await.unwrap();
+    assert_eq!((doc.version, doc.data.get("n")), (1, Some(&Value::Int(1))));
+    store
+        .put("module", "records", "b", counter(1), None)
+        .await
+        .unwrap();
+    assert_eq!(store.pool_status().size, 1);
+
+    // A closed store refuses everything as a storage error.
+    store.close();
+    store.close();
+    let closed = store.collections("module").await;
+    assert!(
+        matches!(closed, Err(DocumentError::Storage(_))),
+        "{closed:?}"
+    );
+}
