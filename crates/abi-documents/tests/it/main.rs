@@ -8,4 +8,5 @@
 mod codec_reference;
 pub mod conformance;
 mod nats_service;
+mod postgres;
 mod sqlite;
