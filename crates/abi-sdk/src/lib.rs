@@ -43,6 +43,7 @@ mod error;
 mod health;
 mod host;
 mod ids;
+pub mod jobs;
 pub mod local;
 mod proxy;
 mod runner;
@@ -64,6 +65,7 @@ pub use config::{
 pub use documents::DocumentClient;
 pub use error::{BoxError, CallError, CallErrorKind, Error};
 pub use host::Host;
+pub use jobs::{JobClient, JobRun, RunRecord};
 pub use local::{LocalDiscovery, LocalError, LocalSnapshot};
 pub use proxy::{Found, ModuleProxy, Modules};
 pub use runner::{

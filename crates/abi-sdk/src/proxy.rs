@@ -39,6 +39,11 @@ impl ModuleProxy {
         &self.module_id
     }
 
+    /// The discovery client this proxy looks up through.
+    pub(crate) fn client(&self) -> &DiscoveryClient {
+        &self.client
+    }
+
     /// The contract major this proxy requires.
     pub fn contract_major(&self) -> u32 {
         self.contract_major

@@ -17,6 +17,10 @@ pub const TRIGGER_HEADER: &str = "Abi-Job-Trigger";
 pub const INPUT_HASH_HEADER: &str = "Abi-Job-Input-Hash";
 /// The `kind` of a job descriptor (`workflow` for workflows).
 pub const JOB_KINDS: [&str; 2] = ["job", "workflow"];
+/// The NATS header giving a stored message its own time to live.
+pub const TTL_HEADER: &str = "Nats-TTL";
+/// The [`TRIGGER_HEADER`] value of a trigger a caller sent.
+pub const MANUAL_TRIGGER: &str = "manual";
 /// How long a manual trigger waits in the stream for a host (`Nats-TTL`).
 pub const MANUAL_TRIGGER_TTL: &str = "168h";
 /// How long an event trigger waits in the stream for a host.
@@ -27,6 +31,8 @@ pub const CLAIM_CHECK_BUCKET: &str = "abi_claim_checks";
 pub const CLAIM_CHECK_TTL_SECS: u64 = 7 * 24 * 3600;
 /// The claim-check store's description (the reference's).
 pub const CLAIM_CHECK_DESCRIPTION: &str = "NATS messages above the broker limit (claim check)";
+/// Largest run result stored whole (JSON bytes); beyond it a preview.
+pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 /// Most triggers one job declares.
 pub const MAX_TRIGGERS: usize = 16;
 /// The statuses a run record holds; `QUEUED` is never stored (it is what a
@@ -44,6 +50,33 @@ pub const RUN_STATUSES: [&str; 8] = [
 /// The statuses after which a run never changes.
 pub const TERMINAL_STATUSES: [&str; 5] =
     ["SUCCEEDED", "SKIPPED", "FAILED", "TIMED_OUT", "CANCELLED"];
+
+/// What nats-py sends to acknowledge a delivery: an empty body.
+pub const ACK: &[u8] = b"";
+/// A bare negative acknowledgement: redeliver now.
+pub const NAK: &[u8] = b"-NAK";
+/// "Still working": resets the delivery's ack wait.
+pub const IN_PROGRESS: &[u8] = b"+WPI";
+/// Never redeliver.
+pub const TERM: &[u8] = b"+TERM";
+
+/// nats-py's `nak(delay)`: `-NAK {"delay": <ns>}` (json.dumps' default
+/// separators), or a bare `-NAK` for no delay.
+pub fn nak_with_delay(delay: std::time::Duration) -> Vec<u8> {
+    if delay.is_zero() {
+        return NAK.to_vec();
+    }
+    format!("-NAK {{\"delay\": {}}}", delay.as_nanos()).into_bytes()
+}
+
+/// A completion notice: `{"run_id": ..., "status": ...}` as `json.dumps`.
+pub fn completion_notice(run_id: &str, status: &str) -> String {
+    format!(
+        "{{\"run_id\": {}, \"status\": {}}}",
+        abi_pyjson::json_string(run_id),
+        abi_pyjson::json_string(status)
+    )
+}
 
 /// The reference's `_hash(*values)`: hex SHA-256 of the values as a
 /// Python-`json.dumps`ed list.
@@ -86,6 +119,16 @@ pub fn workflow_results_collection(project: &str) -> String {
 /// The run id of the trigger stored at stream `sequence`: `<job>:<sequence>`.
 pub fn run_id(job: &str, sequence: u64) -> String {
     format!("{job}:{sequence}")
+}
+
+/// The job name and stream sequence of a run id (`<job>:<sequence>`); the
+/// job name may itself hold `:`, the sequence never does.
+pub fn parse_run_id(run_id: &str) -> Option<(&str, u64)> {
+    let (job, sequence) = run_id.rsplit_once(':')?;
+    if job.is_empty() || sequence.is_empty() || !sequence.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((job, sequence.parse().ok()?))
 }
 
 /// The subjects and consumer of one job.
@@ -186,5 +229,20 @@ mod tests {
         );
         assert_eq!(stream("default"), "ABI_JOBS_default");
         assert_eq!(run_id("ingest", 42), "ingest:42");
+        assert_eq!(
+            nak_with_delay(std::time::Duration::from_secs(5)),
+            br#"-NAK {"delay": 5000000000}"#
+        );
+        assert_eq!(
+            completion_notice("ingest:42", "SUCCEEDED"),
+            r#"{"run_id": "ingest:42", "status": "SUCCEEDED"}"#
+        );
+        assert_eq!(parse_run_id("ingest:42"), Some(("ingest", 42)));
+        assert_eq!(parse_run_id("a:b:7"), Some(("a:b", 7)));
+        assert_eq!(parse_run_id("ingest"), None);
+        assert_eq!(parse_run_id(":7"), None);
+        assert_eq!(parse_run_id("ingest:x"), None);
+        let id = s.idempotency_id("k1");
+        assert!(id.starts_with("712c5ed1") && id.ends_with("52b7d"), "{id}");
     }
 }

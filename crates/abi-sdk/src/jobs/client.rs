@@ -1,0 +1,345 @@
+//! [`JobClient`]: the caller side of one job of any module (the reference's
+//! `JobProxy`): store a trigger on the jobs stream, get a [`JobRun`].
+//!
+//! Triggers carry exactly the reference's headers and body, so a Python host
+//! and a Rust host of the job cannot tell who sent them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use abi_wire::jobs::{self, JobSubjects};
+use async_nats::HeaderMap;
+use async_nats::jetstream::context::PublishErrorKind;
+use bytes::Bytes;
+
+use crate::client::DiscoveryClient;
+use crate::documents::DocumentClient;
+use crate::error::{CallError, Error, kind_display};
+use crate::jobs::run::JobRun;
+use crate::proxy::ModuleProxy;
+use crate::token::TokenSource;
+
+/// How long a trigger may wait for the stream's acknowledgement unless set
+/// otherwise: a stored message is acknowledged in milliseconds; past this
+/// the stream (or its leader) is not there.
+pub const DEFAULT_TRIGGER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bytes the reference keeps free under `max_payload` beyond the message's
+/// own headers (its `claim_check.prepare` reserve, next to the
+/// `Nats-Expected-Stream` header).
+const PAYLOAD_RESERVE: usize = 16;
+
+/// Why a trigger was not stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TriggerErrorKind {
+    /// The client runs against an in-process service: jobs need NATS.
+    NoConnection,
+    /// The payload is above the broker's `max_payload`. The reference sends
+    /// such payloads as claim checks; this client does not (yet).
+    PayloadTooLarge,
+    /// No jobs stream for the project (discovery prepares it before serving).
+    StreamNotFound,
+    /// The stream did not acknowledge before the deadline; the trigger may
+    /// still have been stored.
+    TimedOut,
+    /// The NATS connection or the stream failed.
+    Transport,
+}
+
+kind_display!(TriggerErrorKind {
+    NoConnection => "no NATS connection",
+    PayloadTooLarge => "payload too large",
+    StreamNotFound => "jobs stream not found",
+    TimedOut => "timed out",
+    Transport => "transport error",
+});
+
+/// A failed [`JobClient::trigger`].
+pub type TriggerError = Error<TriggerErrorKind>;
+
+/// One job of one module: triggers it and hands out run handles.
+///
+/// Cheap to clone. Nothing is checked on construction: triggers of a job no
+/// host serves stay `QUEUED` (as the reference's `ABIClient.get_job`); use
+/// [`JobClient::resolve`] to require the job on a READY instance first.
+#[derive(Clone, Debug)]
+pub struct JobClient {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) nats: async_nats::Client,
+    pub(crate) project: String,
+    pub(crate) module_id: String,
+    pub(crate) job: String,
+    pub(crate) subjects: JobSubjects,
+    pub(crate) documents: DocumentClient,
+    pub(crate) trigger_timeout: Duration,
+}
+
+impl JobClient {
+    /// The job `job` of `module_id` in `project`, over `nats`, reading run
+    /// records with `token` (the reference's `ABIClient.get_job`).
+    pub fn new(
+        nats: async_nats::Client,
+        token: TokenSource,
+        project: impl Into<String>,
+        module_id: impl Into<String>,
+        job: impl Into<String>,
+    ) -> Self {
+        let module_id = module_id.into();
+        let documents = DocumentClient::new(nats.clone(), token, module_id.clone());
+        Self::build(nats, documents, project.into(), module_id, job.into())
+    }
+
+    /// The job `job` of `module_id` in `client`'s project, over its NATS
+    /// connection and token, unchecked.
+    ///
+    /// # Errors
+    ///
+    /// `NoConnection` when `client` talks to an in-process service.
+    pub fn from_discovery(
+        client: &DiscoveryClient,
+        module_id: &str,
+        job: &str,
+    ) -> Result<Self, TriggerError> {
+        let no_nats = || {
+            TriggerError::new(
+                TriggerErrorKind::NoConnection,
+                "jobs need a NATS connection; this client is in-process",
+            )
+        };
+        let nats = client.nats().ok_or_else(no_nats)?.clone();
+        let documents = client.documents(module_id).ok_or_else(no_nats)?;
+        Ok(Self::build(
+            nats,
+            documents,
+            client.project().to_owned(),
+            module_id.to_owned(),
+            job.to_owned(),
+        ))
+    }
+
+    /// The job `job` of `proxy`'s module, once a READY instance declares it
+    /// (the reference's `ModuleProxy.get_job`).
+    ///
+    /// # Errors
+    ///
+    /// `JobNotFound` (or as [`ModuleProxy::ready_instances`]); `Other` for an
+    /// in-process proxy, which cannot carry jobs.
+    pub async fn resolve(proxy: &ModuleProxy, job: &str) -> Result<Self, CallError> {
+        let found = proxy.job(job).await?;
+        Self::from_discovery(proxy.client(), proxy.module_id(), &found.descriptor.name).map_err(
+            |e| CallError::new(crate::CallErrorKind::Other, e.message().to_owned()).with_source(e),
+        )
+    }
+
+    fn build(
+        nats: async_nats::Client,
+        documents: DocumentClient,
+        project: String,
+        module_id: String,
+        job: String,
+    ) -> Self {
+        let subjects = JobSubjects::new(&project, &module_id, &job);
+        Self {
+            inner: Arc::new(Inner {
+                nats,
+                project,
+                module_id,
+                job,
+                subjects,
+                documents,
+                trigger_timeout: DEFAULT_TRIGGER_TIMEOUT,
+            }),
+        }
+    }
+
+    /// The same client waiting at most `timeout` for a trigger's
+    /// acknowledgement (default [`DEFAULT_TRIGGER_TIMEOUT`]).
+    #[must_use]
+    pub fn trigger_timeout(self, timeout: Duration) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(Inner {
+                nats: inner.nats.clone(),
+                project: inner.project.clone(),
+                module_id: inner.module_id.clone(),
+                job: inner.job.clone(),
+                subjects: inner.subjects.clone(),
+                documents: inner.documents.clone(),
+                trigger_timeout: timeout,
+            }),
+        }
+    }
+
+    /// The job's name.
+    pub fn name(&self) -> &str {
+        &self.inner.job
+    }
+
+    /// The module serving the job.
+    pub fn module_id(&self) -> &str {
+        &self.inner.module_id
+    }
+
+    /// The job's subjects (trigger, cancel, completion notices).
+    pub fn subjects(&self) -> &JobSubjects {
+        &self.inner.subjects
+    }
+
+    /// Stores a trigger; the run starts when a host takes it.
+    ///
+    /// The message is the reference's: body `json.dumps(payload or {})`
+    /// (`null` counts as empty; object keys come out sorted, where Python
+    /// keeps a dict's insertion order), headers `Abi-Job-Trigger: manual`,
+    /// `Nats-TTL: 168h`, and with `idempotency_key` the `Nats-Msg-Id` that
+    /// makes a repeat within the stream's duplicate window (2 minutes) the
+    /// same run, returned with [`JobRun::duplicate`] set.
+    ///
+    /// # Errors
+    ///
+    /// `PayloadTooLarge` above the broker's `max_payload` (no claim check),
+    /// `StreamNotFound`, `TimedOut`, `Transport`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe: a cancelled call may still have stored the trigger
+    /// (repeat it with the same key to learn its run).
+    pub async fn trigger(
+        &self,
+        payload: serde_json::Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<JobRun, TriggerError> {
+        let inner = &self.inner;
+        let body = trigger_body(&payload);
+        let stream = jobs::stream(&inner.project);
+        let mut headers = HeaderMap::new();
+        headers.insert(jobs::TRIGGER_HEADER, jobs::MANUAL_TRIGGER);
+        headers.insert(jobs::TTL_HEADER, jobs::MANUAL_TRIGGER_TTL);
+        if let Some(key) = idempotency_key.filter(|k| !k.is_empty()) {
+            headers.insert(
+                async_nats::header::NATS_MESSAGE_ID,
+                inner.subjects.idempotency_id(key).as_str(),
+            );
+        }
+        headers.insert(async_nats::header::NATS_EXPECTED_STREAM, stream.as_str());
+        let max = inner.nats.server_info().max_payload;
+        let size = body.len() + header_block_len(&headers) + PAYLOAD_RESERVE;
+        if max > 0 && size > max {
+            return Err(TriggerError::new(
+                TriggerErrorKind::PayloadTooLarge,
+                format!(
+                    "the trigger is {size} bytes, the broker takes at most {max} \
+                     (claim checks for large payloads are not supported: store the data \
+                     elsewhere and send a reference)"
+                ),
+            ));
+        }
+        let mut js = async_nats::jetstream::new(inner.nats.clone());
+        js.set_timeout(inner.trigger_timeout);
+        let subject = inner.subjects.trigger();
+        let sent = async {
+            js.publish_with_headers(subject, headers, Bytes::from(body))
+                .await?
+                .await
+        };
+        let ack = tokio::time::timeout(inner.trigger_timeout, sent)
+            .await
+            .map_err(|_| {
+                TriggerError::new(TriggerErrorKind::TimedOut, "no acknowledgement in time")
+            })?
+            .map_err(|e| {
+                let kind = match e.kind() {
+                    PublishErrorKind::StreamNotFound => TriggerErrorKind::StreamNotFound,
+                    PublishErrorKind::TimedOut => TriggerErrorKind::TimedOut,
+                    PublishErrorKind::MaxPayloadExceeded => TriggerErrorKind::PayloadTooLarge,
+                    _ => TriggerErrorKind::Transport,
+                };
+                TriggerError::new(kind, format!("trigger of {} not stored", inner.job))
+                    .with_source(e)
+            })?;
+        Ok(JobRun::new(
+            self.clone(),
+            jobs::run_id(&inner.job, ack.sequence),
+            ack.duplicate,
+        ))
+    }
+
+    /// A handle on an existing run of this job (from its id).
+    pub fn run(&self, run_id: impl Into<String>) -> JobRun {
+        JobRun::new(self.clone(), run_id.into(), false)
+    }
+}
+
+/// `json.dumps(payload or {})`: Python's default separators, ASCII escapes;
+/// an empty payload (`null`, `{}`, `[]`, `""`, `0`, `false`) is `{}`.
+pub(crate) fn trigger_body(payload: &serde_json::Value) -> String {
+    use serde_json::Value as J;
+    let empty = match payload {
+        J::Null => true,
+        J::Bool(b) => !b,
+        J::Number(n) => n.as_f64() == Some(0.0),
+        J::String(s) => s.is_empty(),
+        J::Array(a) => a.is_empty(),
+        J::Object(o) => o.is_empty(),
+    };
+    if empty {
+        return "{}".to_owned();
+    }
+    abi_pyjson::dumps_default(&to_pyjson(payload))
+}
+
+fn to_pyjson(value: &serde_json::Value) -> abi_pyjson::Json {
+    use abi_pyjson::Json;
+    use serde_json::Value as J;
+    match value {
+        J::Null => Json::Null,
+        J::Bool(b) => Json::Bool(*b),
+        J::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Json::Int(i),
+            (None, Some(u), _) => Json::BigInt(u.to_string()),
+            (None, None, Some(x)) => Json::Float(x),
+            // serde_json numbers are always one of the three.
+            (None, None, None) => Json::Null,
+        },
+        J::String(s) => Json::Str(s.clone()),
+        J::Array(items) => Json::Array(items.iter().map(to_pyjson).collect()),
+        J::Object(map) => {
+            Json::Object(map.iter().map(|(k, v)| (k.clone(), to_pyjson(v))).collect())
+        }
+    }
+}
+
+/// Bytes of the `NATS/1.0` header block `headers` become on the wire.
+fn header_block_len(headers: &HeaderMap) -> usize {
+    let fields: usize = headers
+        .iter()
+        .map(|(name, values)| {
+            values
+                .iter()
+                .map(|v| AsRef::<str>::as_ref(name).len() + 2 + v.as_str().len() + 2)
+                .sum::<usize>()
+        })
+        .sum();
+    "NATS/1.0\r\n".len() + fields + 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_body_is_python_json_dumps_of_the_payload_or_an_empty_object() {
+        assert_eq!(trigger_body(&json!(null)), "{}");
+        assert_eq!(trigger_body(&json!({})), "{}");
+        assert_eq!(
+            trigger_body(&json!({"b": [1, 2.5, "é"], "a": {"x": null}})),
+            r#"{"a": {"x": null}, "b": [1, 2.5, "\u00e9"]}"#
+        );
+        assert_eq!(trigger_body(&json!(1.0)), "1.0");
+    }
+}
