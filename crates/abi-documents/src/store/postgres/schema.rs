@@ -80,10 +80,7 @@ pub(super) async fn ensure_index(
     statement: &str,
 ) -> Result<(), DocumentError> {
     let qualified = compiler.qualified_index_name(name);
-    let fingerprint = format!(
-        "{FINGERPRINT_PREFIX}{}",
-        hex::encode(Sha256::digest(statement.as_bytes()))
-    );
+    let fingerprint = fingerprint(statement);
     let rows = query(
         tx,
         &Statement {
@@ -107,9 +104,92 @@ pub(super) async fn ensure_index(
     .translated()
 }
 
+/// The comment recording `statement`: the reference's, so that its servers
+/// and ours sharing a database each find the other's index current.
+///
+/// The reference hashes the text it hands psycopg, where every `%` of a
+/// literal is doubled (psycopg's placeholder escape); ours holds them once.
+/// (A literal with a backslash still differs: `postgres-protocol` writes it
+/// as `E'...'`, the reference as a standard string. Its index is then
+/// rebuilt when the other side ensures the collection: slower, still
+/// correct.)
+pub(super) fn fingerprint(statement: &str) -> String {
+    let as_sent_by_psycopg = statement.replace('%', "%%");
+    format!(
+        "{FINGERPRINT_PREFIX}{}",
+        hex::encode(Sha256::digest(as_sent_by_psycopg.as_bytes()))
+    )
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
+    use abi_document_model::{CollectionSpec, FieldSpec};
+
     use super::*;
+    use crate::sql::Dialect;
+
+    #[test]
+    fn index_names_and_fingerprints_are_the_references() {
+        // DocumentSQL(postgres=True, ...).index_statements("mod'ule", spec)
+        // of naas-abi-core 3.1.0, and sha256 of each statement.
+        let spec = CollectionSpec::new("records")
+            .field(FieldSpec::new("x", "string").indexed())
+            .field(FieldSpec::new("y", "int").unique())
+            .field(FieldSpec::new("p%q", "float").indexed())
+            .unique_together(["a", "it's"]);
+        let (documents, collections) = (
+            "\"abi_document\".abi_documents",
+            "\"abi_document\".abi_document_collections",
+        );
+        let compiler = Compiler::new(
+            Dialect::Postgres,
+            &super::super::PgQuote,
+            documents,
+            collections,
+        );
+        let got: Vec<(String, String)> = compiler
+            .index_statements("mod'ule", &spec)
+            .unwrap()
+            .into_iter()
+            .map(|(name, statement)| {
+                (
+                    name,
+                    fingerprint(&statement)[FINGERPRINT_PREFIX.len()..].to_owned(),
+                )
+            })
+            .collect();
+        let want = [
+            (
+                "abi_doc_a5440688544c42a4010f596bf19a005d06d78b8e",
+                "a77d6e6983a9d7d15dcb9d3241afcd12749bd384d72bb594a73bee13cc99825c",
+            ),
+            (
+                "abi_doc_fd91561315a9aa1e0d7b2cad0a18fc03d3663b33",
+                "981c2a60390e722fad1b53019f8cfa39622b6ec06f31671ffef92939b367dac8",
+            ),
+            (
+                "abi_doc_fa3a51e391d9e77c2768856c7fd72aca7958bc96",
+                "006ab2ddf75b23538a9bd6ec478807edbd74d3c18e6f236bdd3bd80be0cad669",
+            ),
+            (
+                "abi_doc_4ef3bc0e5f20d2fc3f77920850d3eb05b4a9743a",
+                "b52ed8678536ec7e6620d2af57ec2bde651a3fb576ac1c03f2d184fa9259f76d",
+            ),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(n, f)| ((*n).to_owned(), (*f).to_owned()))
+            .collect();
+        assert_eq!(got, want);
+        let gin = format!(
+            "CREATE INDEX IF NOT EXISTS {GIN_INDEX} ON {documents} USING gin (data jsonb_path_ops)"
+        );
+        assert_eq!(
+            fingerprint(&gin),
+            "abi-document-index:a7fb68c341bafba2e4b5bcd47e53169137fa7967d4facb750fcaedc8e1d7a68c"
+        );
+    }
 
     #[test]
     fn lock_id_is_the_references() {
