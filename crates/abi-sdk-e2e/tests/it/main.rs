@@ -6,6 +6,7 @@ mod cluster_leader_loss;
 mod cluster_seed_list;
 mod drain;
 mod interop;
+mod jobs_caller;
 mod lease;
 mod rollout;
 mod runner_order;

@@ -1,0 +1,90 @@
+"""The Python reference's job host and job caller, for interop tests.
+
+    job_peer.py serve <nats_url> <token> <project> <module> <job> [<job> ...]
+        Runs naas_abi_sdk's JobHost for the given jobs of <module>, keeping run
+        records through the document service on the bus (namespace <module>);
+        prints "ready" once every consumer exists, stops on SIGTERM/SIGINT.
+        Every job runs one handler: it logs "payload <json>", then with
+        {"block": true} waits until cancelled, with {"fail": "why"} raises,
+        else returns {"echo": <payload>}.
+
+    job_peer.py trigger <nats_url> <token> <project> <module> <job> <payload_json> <key or ->
+        Triggers through naas_abi_sdk's JobProxy (the reference caller) and
+        prints {"run_id": ..., "duplicate": ...}.
+"""
+
+import asyncio
+import json
+import signal
+import sys
+
+
+async def handler(ctx):
+    ctx.log("payload " + json.dumps(ctx.payload, sort_keys=True))
+    if ctx.payload.get("block"):
+        await ctx.cancelled.wait()
+        return None
+    if ctx.payload.get("fail"):
+        raise RuntimeError(ctx.payload["fail"])
+    return {"echo": ctx.payload}
+
+
+async def serve(url, token, project, module, jobs):
+    from naas_abi_sdk.document import DocumentClient
+    from naas_abi_sdk.job_host import JobHost
+    from naas_abi_sdk.jobs import JobDescriptor
+    from naas_abi_sdk.services.document import DocumentService
+    from naas_abi_sdk.transport import Transport
+
+    transport = Transport(url, token)
+    documents = DocumentService(DocumentClient(transport, module))
+    handlers = {name: (JobDescriptor(name), handler) for name in jobs}
+    host = JobHost(
+        transport,
+        documents,
+        module,
+        project,
+        handlers,
+        instance_id=f"{module}-py-1",
+        retention=None,
+    )
+    await host.start()
+    nc = await transport.connect()
+    await nc.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print("ready", flush=True)
+    await stop.wait()
+    await host.close()
+    await nc.drain()
+
+
+async def trigger(url, token, project, module, job, payload, key):
+    from naas_abi_sdk.jobs import JobDescriptor, JobProxy
+    from naas_abi_sdk.transport import Transport
+
+    transport = Transport(url, token)
+    proxy = JobProxy(transport, project, module, JobDescriptor(job))
+    run = await proxy.trigger(
+        json.loads(payload), idempotency_key=None if key == "-" else key
+    )
+    print(json.dumps({"run_id": run.run_id, "duplicate": run.duplicate}), flush=True)
+    nc = await transport.connect()
+    await nc.drain()
+
+
+def main():
+    command, args = sys.argv[1], sys.argv[2:]
+    if command == "serve":
+        url, token, project, module, *jobs = args
+        asyncio.run(serve(url, token, project, module, jobs))
+    elif command == "trigger":
+        asyncio.run(trigger(*args))
+    else:
+        sys.exit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    main()
