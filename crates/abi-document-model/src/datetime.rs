@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time};
+use time::OffsetDateTime;
 
 use crate::DocumentError;
 
@@ -67,14 +67,19 @@ impl Datetime {
                 python_str_repr(text)
             ))
         };
-        let parsed = parse(text).ok_or_else(invalid)?;
-        let Some(offset_secs_micros) = parsed.offset_micros else {
+        let parsed = match parse(text) {
+            Ok(parsed) => parsed,
+            Err(Refused::Format) => return Err(invalid()),
+            Err(Refused::Range(message)) => return Err(DocumentError::InvalidArgument(message)),
+        };
+        let Some(offset_micros) = parsed.offset_micros else {
             return Err(DocumentError::InvalidArgument(
                 "Document datetimes must be timezone-aware".to_owned(),
             ));
         };
-        let local = parsed.local.assume_utc();
-        let micros = local.unix_timestamp_nanos() / 1_000 - i128::from(offset_secs_micros);
+        let days = days_from_civil(parsed.year, parsed.month, parsed.day);
+        let micros = i128::from(days) * 86_400_000_000 + i128::from(parsed.time_micros)
+            - i128::from(offset_micros);
         i64::try_from(micros)
             .ok()
             .and_then(Self::from_unix_micros)
@@ -153,160 +158,335 @@ pub fn python_str_repr(text: &str) -> String {
     out
 }
 
+/// A checked datetime: its calendar date, the time of day in microseconds
+/// and the offset east of UTC in microseconds (`None` when naive).
 struct Parsed {
-    local: PrimitiveDateTime,
-    /// The offset east of UTC in microseconds, `None` for a naive datetime.
+    year: i64,
+    month: i64,
+    day: i64,
+    time_micros: i64,
     offset_micros: Option<i64>,
 }
 
-fn parse(text: &str) -> Option<Parsed> {
-    if !text.is_ascii() {
-        // Only the separator after the date may be any character: read the
-        // rest with a plain `T` there.
-        let date_len = if text.as_bytes().get(4) == Some(&b'-') {
-            10
-        } else {
-            8
-        };
-        let rest = text.get(date_len..)?;
-        let mut chars = rest.chars();
-        chars.next()?;
-        let ascii = format!("{}T{}", &text[..date_len], chars.as_str());
-        return if ascii.is_ascii() {
-            parse(&ascii)
-        } else {
-            None
-        };
+/// Why `fromisoformat` refused a text.
+enum Refused {
+    /// Not one of its formats: `Invalid isoformat string: ...`.
+    Format,
+    /// A component out of range, with the message Python gives.
+    Range(String),
+}
+
+/// CPython 3.11's `datetime.fromisoformat` (`_datetimemodule.c`), step by
+/// step: the separator replaced when it is not ASCII, the separator's place
+/// found from the date's form, the date (calendar or ISO week), the time and
+/// offset, then the offset's range and each component's range, in that order.
+fn parse(text: &str) -> Result<Parsed, Refused> {
+    // "All valid ISO 8601 strings are at least 7 characters long."
+    if text.chars().count() < 7 {
+        return Err(Refused::Format);
     }
-    let bytes = text.as_bytes();
-    let (date, rest) = parse_date(bytes)?;
-    if rest.is_empty() {
-        return Some(Parsed {
-            local: PrimitiveDateTime::new(date, Time::MIDNIGHT),
-            offset_micros: None,
-        });
+    // The separator, the only place any character may stand, sits at
+    // character 7, 8 or 10: the first non-ASCII one there is read as `T`.
+    let mut chars: Vec<char> = text.chars().collect();
+    if let Some(at) = [7, 8, 10]
+        .into_iter()
+        .take_while(|at| *at < chars.len())
+        .find(|at| !chars[*at].is_ascii())
+    {
+        chars[at] = 'T';
     }
-    // Any single separator character between the date and the time.
-    let rest = &rest[1..];
-    let (time, rest) = parse_time(rest)?;
-    let offset_micros = if rest.is_empty() {
-        None
-    } else {
-        Some(parse_offset(rest)?)
-    };
-    Some(Parsed {
-        local: PrimitiveDateTime::new(date, time),
-        offset_micros,
+    let clean: String = chars.into_iter().collect();
+    let b = Bytes(clean.as_bytes());
+    let len = clean.len();
+    let separator = separator_location(b, len).ok_or(Refused::Format)?;
+    let (year, month, day) = parse_date(b, separator).ok_or(Refused::Format)?;
+    let (mut clock, mut offset) = ((0, 0, 0, 0), None);
+    if len > separator {
+        (clock, offset) = parse_time(b, separator + 1, len).ok_or(Refused::Format)?;
+    }
+    if let Some(offset) = offset
+        && offset.abs() >= 86_400_000_000
+    {
+        return Err(Refused::Range(format!(
+            "offset must be a timedelta strictly between -timedelta(hours=24) and \
+             timedelta(hours=24), not {}.",
+            timedelta_repr(offset)
+        )));
+    }
+    let range = |message: String| Err(Refused::Range(message));
+    if !(1..=9999).contains(&year) {
+        return range(format!("year {year} is out of range"));
+    }
+    if !(1..=12).contains(&month) {
+        return range("month must be in 1..12".into());
+    }
+    if day < 1 || day > days_in_month(year, month) {
+        return range("day is out of range for month".into());
+    }
+    let (hour, minute, second, micros) = clock;
+    if !(0..=23).contains(&hour) {
+        return range("hour must be in 0..23".into());
+    }
+    if !(0..=59).contains(&minute) {
+        return range("minute must be in 0..59".into());
+    }
+    if !(0..=59).contains(&second) {
+        return range("second must be in 0..59".into());
+    }
+    Ok(Parsed {
+        year,
+        month,
+        day,
+        time_micros: ((hour * 60 + minute) * 60 + second) * 1_000_000 + micros,
+        offset_micros: offset,
     })
 }
 
-fn digits(bytes: &[u8], n: usize) -> Option<u32> {
-    let part = bytes.get(..n)?;
-    part.iter().try_fold(0u32, |acc, b| {
-        b.is_ascii_digit().then(|| acc * 10 + u32::from(b - b'0'))
-    })
+/// The text as C reads it: a NUL past the end.
+#[derive(Clone, Copy)]
+struct Bytes<'a>(&'a [u8]);
+
+impl Bytes<'_> {
+    fn at(self, i: usize) -> u8 {
+        self.0.get(i).copied().unwrap_or(0)
+    }
+
+    /// `n` digits from `p` as a number, and the position after them.
+    fn digits(self, p: usize, n: usize) -> Option<(i64, usize)> {
+        let mut value = 0i64;
+        for i in p..p + n {
+            let c = self.at(i);
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            value = value * 10 + i64::from(c - b'0');
+        }
+        Some((value, p + n))
+    }
 }
 
-fn parse_date(bytes: &[u8]) -> Option<(Date, &[u8])> {
-    let year = digits(bytes, 4)?;
-    let (month, day, rest) = if bytes.get(4) == Some(&b'-') {
-        if bytes.get(7) != Some(&b'-') {
+/// `_find_isoformat_datetime_separator`: where the date ends.
+fn separator_location(b: Bytes<'_>, len: usize) -> Option<usize> {
+    if len == 7 {
+        return Some(7);
+    }
+    if b.at(4) == b'-' {
+        if b.at(5) != b'W' {
+            return Some(10);
+        }
+        if len < 8 {
             return None;
         }
-        (
-            digits(&bytes[5..], 2)?,
-            digits(&bytes[8..], 2)?,
-            &bytes[10..],
-        )
-    } else {
-        (
-            digits(&bytes[4..], 2)?,
-            digits(&bytes[6..], 2)?,
-            &bytes[8..],
-        )
-    };
-    if year == 0 {
-        return None;
+        if len > 8 && b.at(8) == b'-' {
+            if len == 9 {
+                return None;
+            }
+            if len > 10 && b.at(10).is_ascii_digit() {
+                return Some(8);
+            }
+            return Some(10);
+        }
+        return Some(8);
     }
-    let month = Month::try_from(u8::try_from(month).ok()?).ok()?;
-    let date =
-        Date::from_calendar_date(i32::try_from(year).ok()?, month, u8::try_from(day).ok()?).ok()?;
-    Some((date, rest))
+    if b.at(4) == b'W' {
+        let mut idx = 7;
+        while idx < len && b.at(idx).is_ascii_digit() {
+            idx += 1;
+        }
+        if idx < 9 {
+            return Some(idx);
+        }
+        return Some(if idx % 2 == 0 { 7 } else { 8 });
+    }
+    Some(8)
 }
 
-/// `HH[:MM[:SS[.f+]]]` or `HH[MM[SS[.f+]]]`, then whatever follows (the offset).
-fn parse_time(bytes: &[u8]) -> Option<(Time, &[u8])> {
-    let end = bytes
-        .iter()
-        .position(|b| matches!(b, b'Z' | b'+' | b'-'))
-        .unwrap_or(bytes.len());
-    let (clock, rest) = bytes.split_at(end);
-    let (hms, fraction) = match clock.iter().position(|b| matches!(b, b'.' | b',')) {
-        Some(at) => (&clock[..at], Some(&clock[at + 1..])),
-        None => (clock, None),
-    };
-    let parts: Vec<u32> = if hms.contains(&b':') {
-        hms.split(|b| *b == b':')
-            .map(|p| if p.len() == 2 { digits(p, 2) } else { None })
-            .collect::<Option<_>>()?
-    } else {
-        if hms.len() % 2 != 0 || hms.is_empty() {
+/// `parse_isoformat_date` over the first `len` bytes: `YYYY-MM-DD`,
+/// `YYYYMMDD`, or an ISO week date (`YYYY-Www[-D]`, `YYYYWww[D]`); the
+/// components unchecked.
+fn parse_date(b: Bytes<'_>, len: usize) -> Option<(i64, i64, i64)> {
+    let (year, mut p) = b.digits(0, 4)?;
+    let uses_separator = b.at(p) == b'-';
+    if uses_separator {
+        p += 1;
+    }
+    if b.at(p) == b'W' {
+        let (week, after) = b.digits(p + 1, 2)?;
+        p = after;
+        let mut weekday = 1;
+        if p < len {
+            if uses_separator {
+                if b.at(p) != b'-' {
+                    return None;
+                }
+                p += 1;
+            }
+            weekday = b.digits(p, 1)?.0;
+        }
+        return iso_to_ymd(year, week, weekday);
+    }
+    let (month, mut p) = b.digits(p, 2)?;
+    if uses_separator {
+        if b.at(p) != b'-' {
             return None;
         }
-        hms.chunks(2).map(|p| digits(p, 2)).collect::<Option<_>>()?
-    };
-    if parts.is_empty() || parts.len() > 3 {
-        return None;
+        p += 1;
     }
-    // A fraction needs seconds before it.
-    if fraction.is_some() && parts.len() != 3 {
-        return None;
-    }
-    let micros = match fraction {
-        Some(f) => fraction_micros(f)?,
-        None => 0,
-    };
-    let get = |i: usize| parts.get(i).copied().unwrap_or(0);
-    let time = Time::from_hms_micro(
-        u8::try_from(get(0)).ok()?,
-        u8::try_from(get(1)).ok()?,
-        u8::try_from(get(2)).ok()?,
-        micros,
-    )
-    .ok()?;
-    Some((time, rest))
+    let (day, _) = b.digits(p, 2)?;
+    Some((year, month, day))
 }
 
-/// One or more digits, kept to microseconds (the rest dropped, as Python does).
-fn fraction_micros(fraction: &[u8]) -> Option<u32> {
-    if fraction.is_empty() || !fraction.iter().all(u8::is_ascii_digit) {
+/// `iso_to_ymd`: the calendar date of an ISO week date.
+fn iso_to_ymd(year: i64, week: i64, weekday: i64) -> Option<(i64, i64, i64)> {
+    if week <= 0 || week >= 53 {
+        // A year has a week 53 when it starts on a Thursday, or on a
+        // Wednesday in a leap year.
+        let first = weekday_monday0(days_from_civil(year, 1, 1));
+        if !(week == 53 && (first == 3 || (first == 2 && is_leap(year)))) {
+            return None;
+        }
+    }
+    if !(1..=7).contains(&weekday) {
         return None;
     }
-    let kept = &fraction[..fraction.len().min(6)];
-    let value = digits(kept, kept.len())?;
-    Some(value * 10u32.pow(6 - kept.len() as u32))
+    let jan4 = days_from_civil(year, 1, 4);
+    let week1_monday = jan4 - weekday_monday0(jan4);
+    Some(civil_from_days(week1_monday + (week - 1) * 7 + weekday - 1))
 }
 
-fn parse_offset(bytes: &[u8]) -> Option<i64> {
-    if bytes == b"Z" {
-        return Some(0);
+/// `parse_isoformat_time` from `start` to `end`: the clock (hours, minutes,
+/// seconds, microseconds, unchecked) and the offset in microseconds.
+type Clock = (i64, i64, i64, i64);
+
+fn parse_time(b: Bytes<'_>, start: usize, end: usize) -> Option<(Clock, Option<i64>)> {
+    let mut tz = start;
+    loop {
+        if matches!(b.at(tz), b'Z' | b'+' | b'-') {
+            break;
+        }
+        tz += 1;
+        if tz >= end {
+            break;
+        }
     }
-    let sign: i64 = match bytes.first()? {
-        b'+' => 1,
-        b'-' => -1,
-        _ => return None,
-    };
-    let (time, rest) = parse_time(&bytes[1..])?;
-    if !rest.is_empty() {
+    let (clock, rv) = parse_hh_mm_ss_ff(b, start, tz)?;
+    if tz == end {
+        // Nothing may follow a time without an offset.
+        return (!rv).then_some((clock, None));
+    }
+    if b.at(tz) == b'Z' {
+        return (b.at(tz + 1) == 0).then_some((clock, Some(0)));
+    }
+    let sign = if b.at(tz) == b'-' { -1 } else { 1 };
+    let ((h, m, s, us), rv) = parse_hh_mm_ss_ff(b, tz + 1, end)?;
+    if rv {
         return None;
     }
-    let (h, m, s, us) = time.as_hms_micro();
-    let micros =
-        ((i64::from(h) * 60 + i64::from(m)) * 60 + i64::from(s)) * 1_000_000 + i64::from(us);
-    if micros >= 86_400_000_000 {
-        return None;
+    Some((
+        clock,
+        Some(sign * (((h * 60 + m) * 60 + s) * 1_000_000 + us)),
+    ))
+}
+
+/// `parse_hh_mm_ss_ff`: `HH[:MM[:SS]]` or `HH[MM[SS]]`, then an optional
+/// fraction (`.` or `,`, digits past the sixth skipped); also whether
+/// something other than the end of the text follows.
+fn parse_hh_mm_ss_ff(b: Bytes<'_>, start: usize, end: usize) -> Option<(Clock, bool)> {
+    let mut vals = [0i64; 3];
+    let mut p = start;
+    let mut has_separator = true;
+    for (i, val) in vals.iter_mut().enumerate() {
+        let (v, after) = b.digits(p, 2)?;
+        *val = v;
+        let c = b.at(after);
+        p = after + 1;
+        if i == 0 {
+            has_separator = c == b':';
+        }
+        if p >= end {
+            return Some(((vals[0], vals[1], vals[2], 0), c != 0));
+        } else if has_separator && c == b':' {
+            continue;
+        } else if c == b'.' || c == b',' {
+            break;
+        } else if !has_separator {
+            p -= 1;
+        } else {
+            return None;
+        }
     }
-    Some(sign * micros)
+    let to_parse = end.saturating_sub(p).min(6);
+    let (mut micros, mut p) = b.digits(p, to_parse)?;
+    if to_parse > 0 && to_parse < 6 {
+        micros *= 10i64.pow(6 - to_parse as u32);
+    }
+    while b.at(p).is_ascii_digit() {
+        p += 1;
+    }
+    Some(((vals[0], vals[1], vals[2], micros), b.at(p) != 0))
+}
+
+/// Python's `repr()` of a `timedelta` of `micros` microseconds.
+fn timedelta_repr(micros: i64) -> String {
+    let days = micros.div_euclid(86_400_000_000);
+    let rest = micros.rem_euclid(86_400_000_000);
+    let (seconds, microseconds) = (rest / 1_000_000, rest % 1_000_000);
+    let parts: Vec<String> = [
+        ("days", days),
+        ("seconds", seconds),
+        ("microseconds", microseconds),
+    ]
+    .into_iter()
+    .filter(|(_, v)| *v != 0)
+    .map(|(name, v)| format!("{name}={v}"))
+    .collect();
+    if parts.is_empty() {
+        return "datetime.timedelta(0)".into();
+    }
+    format!("datetime.timedelta({})", parts.join(", "))
+}
+
+fn is_leap(year: i64) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (any year).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Monday 0 ... Sunday 6 (1970-01-01 was a Thursday).
+fn weekday_monday0(days: i64) -> i64 {
+    (days + 3).rem_euclid(7)
 }
 
 #[cfg(test)]
@@ -348,11 +528,218 @@ mod tests {
             iso("2026-01-02"),
             "ERR Document datetimes must be timezone-aware"
         );
-        assert_eq!(
-            iso("2026-01-02T24:00:00Z"),
-            "ERR Invalid isoformat string: '2026-01-02T24:00:00Z'"
-        );
+        assert_eq!(iso("2026-01-02T24:00:00Z"), "ERR hour must be in 0..23");
         assert_eq!(iso("nope"), "ERR Invalid isoformat string: 'nope'");
+    }
+
+    /// Each text with what CPython 3.11 answers (`fromisoformat`, then
+    /// the naive check and `astimezone(timezone.utc).isoformat()`): week
+    /// dates, every range error in Python's order, its separator and
+    /// fraction quirks.
+    #[test]
+    fn refuses_and_reads_as_cpython_3_11() {
+        let cases: &[(&str, &str)] = &[
+            ("2026-W40-4T00:00:00Z", "2026-10-01T00:00:00+00:00"),
+            ("2026W404T00:00Z", "2026-10-01T00:00:00+00:00"),
+            ("2026-W40T01Z", "2026-09-28T01:00:00+00:00"),
+            ("2026W40T01Z", "2026-09-28T01:00:00+00:00"),
+            ("2026-W53-1T00Z", "2026-12-28T00:00:00+00:00"),
+            (
+                "2026-W54-1T00Z",
+                "ERR Invalid isoformat string: '2026-W54-1T00Z'",
+            ),
+            (
+                "2026-W40-8T00Z",
+                "ERR Invalid isoformat string: '2026-W40-8T00Z'",
+            ),
+            (
+                "2026-W00-1T00Z",
+                "ERR Invalid isoformat string: '2026-W00-1T00Z'",
+            ),
+            ("2020-W53-7T00Z", "2021-01-03T00:00:00+00:00"),
+            (
+                "2026-W40-4",
+                "ERR Document datetimes must be timezone-aware",
+            ),
+            ("0000-01-01T00:00Z", "ERR year 0 is out of range"),
+            ("00000101T00Z", "ERR year 0 is out of range"),
+            ("2026-13-01T00Z", "ERR month must be in 1..12"),
+            ("2026-00-01T00Z", "ERR month must be in 1..12"),
+            ("2026-02-30T00Z", "ERR day is out of range for month"),
+            ("2026-01-01T25:00Z", "ERR hour must be in 0..23"),
+            ("2026-01-01T23:60Z", "ERR minute must be in 0..59"),
+            ("2026-01-01T23:59:60Z", "ERR second must be in 0..59"),
+            (
+                "2026-01-01T23:59:59.9999999Z",
+                "2026-01-01T23:59:59.999999+00:00",
+            ),
+            (
+                "2026-01-01T00:00+24:00",
+                "ERR offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24), not datetime.timedelta(days=1).",
+            ),
+            (
+                "2026-01-01T00:00-24:00",
+                "ERR offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24), not datetime.timedelta(days=-1).",
+            ),
+            (
+                "2026-01-01T00:00+24:00:01",
+                "ERR offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24), not datetime.timedelta(days=1, seconds=1).",
+            ),
+            (
+                "2026-01-01T00:00-24:00:01",
+                "ERR offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24), not datetime.timedelta(days=-2, seconds=86399).",
+            ),
+            (
+                "2026-01-01T00:00+99:99",
+                "ERR offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24), not datetime.timedelta(days=4, seconds=16740).",
+            ),
+            (
+                "2026-01-01T00:00+23:60",
+                "ERR offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24), not datetime.timedelta(days=1).",
+            ),
+            (
+                "2026-01-01T00:00-25:00:00.5",
+                "ERR offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24), not datetime.timedelta(days=-2, seconds=82799, microseconds=500000).",
+            ),
+            (
+                "2026-13-40T25:00+24:00",
+                "ERR offset must be a timedelta strictly between -timedelta(hours=24) and timedelta(hours=24), not datetime.timedelta(days=1).",
+            ),
+            ("2026-13-01T25:00Z", "ERR month must be in 1..12"),
+            ("2026-02-30T25:00Z", "ERR day is out of range for month"),
+            (
+                "2026-001T00Z",
+                "ERR Invalid isoformat string: '2026-001T00Z'",
+            ),
+            ("2026001T00Z", "ERR Invalid isoformat string: '2026001T00Z'"),
+            ("9999-W52-7T00Z", "ERR year 10000 is out of range"),
+            ("2026-W40-4T24:00Z", "ERR hour must be in 0..23"),
+            ("2026-W40-4X00:00Z", "2026-10-01T00:00:00+00:00"),
+            ("2026-10-01T00:00:00+00:00:60", "2026-09-30T23:59:00+00:00"),
+            ("2026-10-01T00:00+01:60", "2026-09-30T22:00:00+00:00"),
+            ("2026-10-01é12:00Z", "2026-10-01T12:00:00+00:00"),
+            ("2026-10-01\u{a0}12:00Z", "2026-10-01T12:00:00+00:00"),
+            (
+                "2026-10-01T12:00Zé",
+                "ERR Invalid isoformat string: '2026-10-01T12:00Zé'",
+            ),
+            ("20261001é12Z", "2026-10-01T12:00:00+00:00"),
+            (
+                "2026-W404T00Z",
+                "ERR Invalid isoformat string: '2026-W404T00Z'",
+            ),
+            ("2026-W40-4-12Z", "2026-10-01T12:00:00+00:00"),
+            ("2026-W40-412Z", "ERR hour must be in 0..23"),
+            ("2026-W4", "ERR Invalid isoformat string: '2026-W4'"),
+            (
+                "2026W4011T00Z",
+                "ERR Invalid isoformat string: '2026W4011T00Z'",
+            ),
+            ("2026-10-01T12:00:00.+00:00", "2026-10-01T12:00:00+00:00"),
+            (
+                "2026-10-01T1:00Z",
+                "ERR Invalid isoformat string: '2026-10-01T1:00Z'",
+            ),
+            (
+                "2026-10-01T12:00:00+01:00Z",
+                "ERR Invalid isoformat string: '2026-10-01T12:00:00+01:00Z'",
+            ),
+            (
+                "2026-10-01T12:00:00+01:00.5",
+                "2026-10-01T10:59:59.500000+00:00",
+            ),
+            (
+                "2026-10-01T12:0000Z",
+                "ERR Invalid isoformat string: '2026-10-01T12:0000Z'",
+            ),
+            (
+                "2026-10-01T1200:00Z",
+                "ERR Invalid isoformat string: '2026-10-01T1200:00Z'",
+            ),
+            ("2026-10-01T12.5Z", "2026-10-01T12:00:00.500000+00:00"),
+            ("2026-10-01T12:30.25+01", "2026-10-01T11:30:00.250000+00:00"),
+            ("2026-10-01T120000123Z", "2026-10-01T12:00:00.123000+00:00"),
+            ("2026-10-01T12:00:00:5Z", "2026-10-01T12:00:00.500000+00:00"),
+            ("2026-10-01T", "ERR Invalid isoformat string: '2026-10-01T'"),
+            (
+                "2026-10-01T12:00:00.123x+00:00",
+                "ERR Invalid isoformat string: '2026-10-01T12:00:00.123x+00:00'",
+            ),
+            ("2026W40é", "ERR Invalid isoformat string: '2026W40é'"),
+            ("2026-W40é1Z", "ERR Invalid isoformat string: '2026-W40é1Z'"),
+            (
+                "2026-10-01T12:00:00Z ",
+                "ERR Invalid isoformat string: '2026-10-01T12:00:00Z '",
+            ),
+            (
+                "2026-10-01T12:00:00+01:00:00.000001",
+                "2026-10-01T10:59:59.999999+00:00",
+            ),
+            ("2026-10-01T12:00:00-00:00", "2026-10-01T12:00:00+00:00"),
+            (
+                "2026-10-01",
+                "ERR Document datetimes must be timezone-aware",
+            ),
+            (
+                "2026-10-01T12:00:00",
+                "ERR Document datetimes must be timezone-aware",
+            ),
+            ("nope", "ERR Invalid isoformat string: 'nope'"),
+            ("", "ERR Invalid isoformat string: ''"),
+            ("0001-01-01T00:00:00+01:00", "ERR date value out of range"),
+            (
+                "2026-10-01T12:00:00,25+00:00:30",
+                "2026-10-01T11:59:30.250000+00:00",
+            ),
+            ("2000-02-29T23:59:59-23:59", "2000-03-01T23:58:59+00:00"),
+            ("2026-10-01 10:00:00Z", "2026-10-01T10:00:00+00:00"),
+            ("20261001T100000+0100", "2026-10-01T09:00:00+00:00"),
+            ("2026-10-01T12+05", "2026-10-01T07:00:00+00:00"),
+            (
+                "2026-10-01T12:00:00.1234567+00:00",
+                "2026-10-01T12:00:00.123456+00:00",
+            ),
+            (
+                "2026-10-01T12:00:00.5+02:00",
+                "2026-10-01T10:00:00.500000+00:00",
+            ),
+            ("1900-02-29T00:00Z", "ERR day is out of range for month"),
+            ("2000-02-29T00:00Z", "2000-02-29T00:00:00+00:00"),
+            (
+                "2026-1-01T00:00Z",
+                "ERR Invalid isoformat string: '2026-1-01T00:00Z'",
+            ),
+            (
+                "2026-10-01T12:00:00+1:00",
+                "ERR Invalid isoformat string: '2026-10-01T12:00:00+1:00'",
+            ),
+            (
+                "2026-10-01T12:00:00+01:0",
+                "ERR Invalid isoformat string: '2026-10-01T12:00:00+01:0'",
+            ),
+            ("2026-10-01T12:00:00+0130", "2026-10-01T10:30:00+00:00"),
+            (
+                "2026-10-01T12:00:00+013045.5",
+                "2026-10-01T10:29:14.500000+00:00",
+            ),
+            ("2026-W01-1T00:00Z", "2025-12-29T00:00:00+00:00"),
+            ("2027-W01-1T00:00Z", "2027-01-04T00:00:00+00:00"),
+            (
+                "2026-W52-7T23:59:59.999999-12:00",
+                "2026-12-28T11:59:59.999999+00:00",
+            ),
+            (
+                "2026éW40-4T00Z",
+                "ERR Invalid isoformat string: '2026éW40-4T00Z'",
+            ),
+            ("20261001T12:00Z", "2026-10-01T12:00:00+00:00"),
+        ];
+        let wrong: Vec<String> = cases
+            .iter()
+            .filter(|(text, want)| iso(text) != *want)
+            .map(|(text, want)| format!("{text:?}: {} (Python: {want})", iso(text)))
+            .collect();
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
     #[test]
