@@ -6,7 +6,9 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod codec_reference;
+mod common;
 pub mod conformance;
+mod differential;
 mod nats_service;
 mod postgres;
 mod sqlite;
