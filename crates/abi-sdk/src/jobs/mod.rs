@@ -1,12 +1,28 @@
-//! Jobs: triggering a job of any module and following its runs.
+//! Jobs: declaring them, serving them, triggering a job of any module and
+//! following its runs.
+//!
+//! The host side: declarations ([`JobSpec`], [`Trigger`]), handlers
+//! ([`JobContext`], [`JobError`]) (the host comes next).
 //!
 //! The caller side ([`JobClient`], [`JobRun`], [`RunRecord`]) speaks the
 //! reference's wire: the same trigger messages, run ids, run records and
 //! completion notices, so it works against Python and Rust hosts alike.
 
 pub mod client;
+mod context;
+mod json;
 pub mod record;
 pub mod run;
+mod spec;
+pub mod time;
+
+pub use context::{
+    JobContext, JobError, JobErrorKind, JobHandler, JobResult, MAX_LOG_LINE_CHARS, MAX_LOG_LINES,
+};
+pub use spec::{
+    JOB_CONTRACT_MAJOR, JobSpec, JobSpecError, MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_DESCRIPTOR_BYTES,
+    MAX_SCHEMA_BYTES, MAX_TRIGGER_INPUT_BYTES, Trigger, go_duration_seconds,
+};
 
 pub use client::{DEFAULT_TRIGGER_TIMEOUT, JobClient, TriggerError, TriggerErrorKind};
 pub use record::{QUEUED, RunRecord};

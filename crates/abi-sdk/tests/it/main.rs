@@ -6,5 +6,6 @@
 mod common;
 
 mod client_fake;
+mod jobs_descriptor;
 mod session_fake;
 mod watch_kv;

@@ -1,0 +1,75 @@
+//! JSON between its three forms here: `serde_json` (what handlers see),
+//! [`abi_pyjson::Json`] (Python's text, byte for byte) and document
+//! [`Value`]s (what run records hold).
+
+use abi_document_model::{Data, Value};
+use abi_pyjson::Json;
+
+/// `value` with Python's number model, for `json.dumps`-exact text.
+pub(crate) fn to_py(value: &serde_json::Value) -> Json {
+    match value {
+        serde_json::Value::Null => Json::Null,
+        serde_json::Value::Bool(b) => Json::Bool(*b),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Json::Int(i),
+            (None, Some(u), _) => Json::BigInt(u.to_string()),
+            (_, _, Some(f)) => Json::Float(f),
+            _ => Json::Null,
+        },
+        serde_json::Value::String(s) => Json::Str(s.clone()),
+        serde_json::Value::Array(items) => Json::Array(items.iter().map(to_py).collect()),
+        serde_json::Value::Object(map) => {
+            Json::Object(map.iter().map(|(k, v)| (k.clone(), to_py(v))).collect())
+        }
+    }
+}
+
+/// `value` as a document value (integers as integers, as Python stores them).
+pub(crate) fn to_doc(value: &serde_json::Value) -> Value {
+    match value {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Value::Int(i),
+            (None, Some(f)) => Value::Float(f),
+            _ => Value::Null,
+        },
+        serde_json::Value::String(s) => Value::String(s.clone()),
+        serde_json::Value::Array(items) => Value::List(items.iter().map(to_doc).collect()),
+        serde_json::Value::Object(map) => Value::Object(to_data(map)),
+    }
+}
+
+/// An object as document data.
+pub(crate) fn to_data(map: &serde_json::Map<String, serde_json::Value>) -> Data {
+    map.iter().map(|(k, v)| (k.clone(), to_doc(v))).collect()
+}
+
+/// Python's `repr()` of a string, as the reference's messages quote names.
+pub(crate) fn py_repr(text: &str) -> String {
+    let quote = if text.contains('\'') && !text.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(quote);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
