@@ -127,6 +127,9 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
             assert!(is_latency(cell), "{op} {}: {cell:?}", COLUMNS[i]);
         }
     }
+    let paired = row("raw req-reply of a get, interleaved");
+    assert_eq!(paired[1], "—", "the floor column is not paired with itself");
+    assert!(paired[2..].iter().all(|c| is_latency(c)), "{paired:?}");
     let throughput = row("put throughput, 64 callers");
     assert!(
         throughput[1..].iter().all(|c| is_number(c) && c != "0"),
@@ -153,7 +156,7 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
                 .all(|f| f.starts_with("throughput: STORAGE_ERROR x")),
         "the reference failed otherwise: {reference}"
     );
-    assert_eq!(rows.len(), 9, "no other rows:\n{stdout}");
+    assert_eq!(rows.len(), 10, "no other rows:\n{stdout}");
 
     let verdicts = &tables[1];
     assert_eq!(verdicts[0], ["target", "measured", "verdict"]);

@@ -172,8 +172,9 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     let client = async_nats::connect(&url).await.context("connect to nats")?;
     let floor = workload::floor_requests(SECRET, shape.page)?;
 
+    let echo = Echo::start(&url, &client, &floor.headers).await?;
     let mut raw = Column::new("raw req-reply");
-    raw_request_reply(&url, &client, &floor, args, &mut raw).await?;
+    raw_request_reply(&echo, &floor, args, &mut raw).await?;
 
     let mut sqlite = Column::new("abi-documents (SQLite)");
     servers::wait_bus_free(&client).await?;
@@ -193,7 +194,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         &floor.headers,
     )
     .await?;
-    measure_server(&client, args, svc, &mut sqlite).await?;
+    measure_server(&client, &echo, &floor, args, svc, &mut sqlite).await?;
 
     let mut postgres = Column::new("abi-documents (PostgreSQL)");
     if args.skip_postgres {
@@ -209,7 +210,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         eprintln!("{}: starting {}", postgres.name, bin.display());
         let svc = servers::start_ours(&bin, &url, SECRET, &database.url(), &client, &floor.headers)
             .await?;
-        let measured = measure_server(&client, args, svc, &mut postgres).await;
+        let measured = measure_server(&client, &echo, &floor, args, svc, &mut postgres).await;
         // Its drop waits (blocking) for the server to stop.
         let _ = tokio::task::spawn_blocking(move || drop(database)).await;
         measured?;
@@ -232,7 +233,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
             &floor.headers,
         )
         .await?;
-        measure_server(&client, args, svc, &mut reference).await?;
+        measure_server(&client, &echo, &floor, args, svc, &mut reference).await?;
     }
 
     let load_after = load_average();
@@ -274,11 +275,13 @@ fn load_average() -> String {
 /// left the bus.
 async fn measure_server(
     client: &Client,
+    echo: &Echo,
+    floor: &FloorRequests,
     args: &Args,
     svc: Service,
     column: &mut Column,
 ) -> anyhow::Result<()> {
-    let phases = workload_phases(client, args, column).await;
+    let phases = workload_phases(client, echo, floor, args, column).await;
     match svc.usage() {
         Ok(usage) => column.usage = Some(usage),
         Err(error) => eprintln!("  {}: no CPU/RSS: {error:#}", column.name),
@@ -289,7 +292,13 @@ async fn measure_server(
 }
 
 /// Setup, the four latency phases and the throughput phase on one server.
-async fn workload_phases(client: &Client, args: &Args, column: &mut Column) -> anyhow::Result<()> {
+async fn workload_phases(
+    client: &Client,
+    echo: &Echo,
+    floor: &FloorRequests,
+    args: &Args,
+    column: &mut Column,
+) -> anyhow::Result<()> {
     let name = column.name;
     let shape = args.shape();
     let iters = args.iters();
@@ -334,10 +343,30 @@ async fn workload_phases(client: &Client, args: &Args, column: &mut Column) -> a
     let samples = measure::sequential(name, iters, |k| calls.cas(k)).await;
     record(column, Op::Cas, &samples);
 
-    eprintln!("{name}: get x{iters}");
+    eprintln!("{name}: get x{iters}, each after an echo of a get request");
     let _ = measure::sequential(name, WARMUP_CALLS, |k| calls.get("warmup", k)).await;
-    let samples = measure::sequential(name, iters, |k| calls.get("get", k)).await;
+    // The floor of the get target is measured in step with the gets, so a
+    // change of the machine's load between targets moves both alike.
+    let paired = std::sync::Mutex::new(Samples::default());
+    let samples = measure::sequential(name, iters, |k| {
+        let (paired, floor_failures) = (&paired, &failures);
+        async move {
+            let echoed = echo.tallied(floor_failures, "get floor", &floor.get).await;
+            {
+                // A poisoned lock only means a panic elsewhere; the samples
+                // still hold.
+                let mut paired = paired.lock().unwrap_or_else(|e| e.into_inner());
+                match echoed {
+                    Ok(latency) => paired.latencies.push(latency),
+                    Err(_) => paired.errors += 1,
+                }
+            }
+            calls.get("get", k).await
+        }
+    })
+    .await;
     record(column, Op::Get, &samples);
+    column.paired_get_floor = paired.lock().unwrap_or_else(|e| e.into_inner()).summary();
 
     eprintln!("{name}: find x{iters}");
     let _ = measure::sequential(name, WARMUP_CALLS, |k| calls.find("warmup", k)).await;
@@ -369,42 +398,85 @@ fn record(column: &mut Column, op: Op, samples: &Samples) {
     }
 }
 
-/// An echo responder on its own connection, called with each measured
-/// operation's request bytes and token header, then by the throughput
-/// phase's callers with a create's.
+/// An echo responder on its own connection of this process, on a subject of
+/// its own (no document service listens there, so it may answer beside one).
+#[derive(Debug)]
+struct Echo {
+    client: Client,
+    subject: String,
+    headers: HeaderMap,
+    responding: tokio::task::JoinHandle<()>,
+}
+
+impl Echo {
+    /// Subscribes the responder; `client` calls it with `headers`.
+    async fn start(url: &str, client: &Client, headers: &HeaderMap) -> anyhow::Result<Self> {
+        let responder = async_nats::connect(url).await?;
+        let subject = format!("bench.echo.{}", unique_name("documents"));
+        let mut sub = responder.subscribe(subject.clone()).await?;
+        client.flush().await?;
+        responder.flush().await?;
+        let responding = tokio::spawn(async move {
+            while let Some(msg) = sub.next().await {
+                if let Some(reply) = msg.reply {
+                    // A failed echo shows up as the caller's timeout, counted there.
+                    let _ = responder.publish(reply, msg.payload).await;
+                }
+            }
+        });
+        Ok(Self {
+            client: client.clone(),
+            subject,
+            headers: headers.clone(),
+            responding,
+        })
+    }
+
+    /// One echo of `payload`, timed from send to reply.
+    async fn call(&self, payload: &Bytes) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        let reply = self
+            .client
+            .request_with_headers(self.subject.clone(), self.headers.clone(), payload.clone())
+            .await?;
+        let elapsed = start.elapsed();
+        anyhow::ensure!(reply.payload == *payload, "echo changed the payload");
+        Ok(elapsed)
+    }
+
+    /// One echo, tallied under `phase` as `NO_ECHO` when it fails.
+    async fn tallied(
+        &self,
+        failures: &Failures,
+        phase: &'static str,
+        payload: &Bytes,
+    ) -> anyhow::Result<Duration> {
+        let timed = self.call(payload).await;
+        if timed.is_err() {
+            failures.add(phase, "NO_ECHO");
+        }
+        timed
+    }
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        self.responding.abort();
+    }
+}
+
+/// The floor column: the echo called with each measured operation's request
+/// bytes and token header, then by the throughput phase's callers with a
+/// create's.
 async fn raw_request_reply(
-    url: &str,
-    client: &Client,
+    echo: &Echo,
     floor: &FloorRequests,
     args: &Args,
     column: &mut Column,
 ) -> anyhow::Result<()> {
     let name = column.name;
-    let responder = async_nats::connect(url).await?;
-    let subject = format!("bench.echo.{}", unique_name("documents"));
-    let mut sub = responder.subscribe(subject.clone()).await?;
-    client.flush().await?;
-    responder.flush().await?;
-    let responding = tokio::spawn(async move {
-        while let Some(msg) = sub.next().await {
-            if let Some(reply) = msg.reply {
-                // A failed echo shows up as the caller's timeout, counted there.
-                let _ = responder.publish(reply, msg.payload).await;
-            }
-        }
-    });
     let failures = Failures::default();
-    let echo_once = |phase: &'static str, payload: &Bytes| {
-        let (subject, failures) = (&subject, &failures);
-        let payload = payload.clone();
-        async move {
-            let timed = echo(client, subject, &floor.headers, &payload).await;
-            if timed.is_err() {
-                failures.add(phase, "NO_ECHO");
-            }
-            timed
-        }
-    };
+    let failures = &failures;
     let iters = args.iters();
     for (op, phase, payload) in [
         (Op::Create, "create", &floor.put),
@@ -413,8 +485,12 @@ async fn raw_request_reply(
         (Op::Find, "find", &floor.find),
     ] {
         eprintln!("{name}: echo of a {phase} request x{iters}");
-        let _ = measure::sequential(name, WARMUP_CALLS, |_| echo_once("warmup", payload)).await;
-        let samples = measure::sequential(name, iters, |_| echo_once(phase, payload)).await;
+        let _ = measure::sequential(name, WARMUP_CALLS, |_| {
+            echo.tallied(failures, "warmup", payload)
+        })
+        .await;
+        let samples =
+            measure::sequential(name, iters, |_| echo.tallied(failures, phase, payload)).await;
         record(column, op, &samples);
     }
     let callers = args.callers.max(1);
@@ -423,26 +499,10 @@ async fn raw_request_reply(
         args.duration()
     );
     let (rate, _) = measure::throughput(name, callers, args.duration(), |_, _| {
-        echo_once("throughput", &floor.put)
+        echo.tallied(failures, "throughput", &floor.put)
     })
     .await;
     column.throughput = Some(rate);
     column.failures = failures.counts();
-    responding.abort();
     Ok(())
-}
-
-async fn echo(
-    client: &Client,
-    subject: &str,
-    headers: &HeaderMap,
-    payload: &Bytes,
-) -> anyhow::Result<Duration> {
-    let start = Instant::now();
-    let reply = client
-        .request_with_headers(subject.to_owned(), headers.clone(), payload.clone())
-        .await?;
-    let elapsed = start.elapsed();
-    anyhow::ensure!(reply.payload == *payload, "echo changed the payload");
-    Ok(elapsed)
 }
