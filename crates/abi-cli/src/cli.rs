@@ -22,7 +22,7 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 10;
 ///
 /// Exit codes: 0 ok, 1 the service refused (the wire code is printed),
 /// 2 usage or configuration, 3 NATS or the service unreachable,
-/// 4 `wait` timed out.
+/// 4 `wait` (or `trigger --wait`) timed out.
 #[derive(Debug, Parser)]
 #[command(name = "abictl", version, about, long_about)]
 pub struct Cli {
@@ -112,6 +112,59 @@ pub enum Command {
         /// What to read.
         #[command(subcommand)]
         command: DocsCommand,
+    },
+    /// Declared jobs per module, with their triggers and schedules (from the
+    /// registry: what live instances declare).
+    Jobs {
+        /// Only this module.
+        module: Option<String>,
+    },
+    /// Triggers a job (as the reference's `JobProxy.trigger`) and prints its
+    /// run id; with --wait, waits for the run's end and prints its record
+    /// (exit 1 unless it SUCCEEDED or was SKIPPED, 4 past the deadline).
+    Trigger {
+        /// The module serving the job.
+        module: String,
+        /// The job's name.
+        job: String,
+        /// The payload, a JSON object (default `{}`).
+        #[arg(long, default_value = "{}")]
+        payload: String,
+        /// Idempotency key: a repeat within the stream's duplicate window
+        /// (2 minutes) is the same run.
+        #[arg(long)]
+        key: Option<String>,
+        /// Wait at most this many seconds for the run to end.
+        #[arg(long = "wait", value_name = "SECS")]
+        wait_secs: Option<f64>,
+    },
+    /// Recent runs of a job, newest first (from its run records).
+    Runs {
+        /// The module serving the job.
+        module: String,
+        /// The job's name.
+        job: String,
+        /// Only runs in this status (RUNNING, FAILED, ...).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many (1 to 1000).
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+    /// One run's record, with its logs, as JSON (QUEUED while no host took it).
+    Run {
+        /// The module serving the job.
+        module: String,
+        /// The run id (`<job>:<sequence>`).
+        run_id: String,
+    },
+    /// Asks the module's hosts to cancel a run (cooperative: only a running
+    /// run stops).
+    Cancel {
+        /// The module serving the job.
+        module: String,
+        /// The run id (`<job>:<sequence>`).
+        run_id: String,
     },
     /// Prints the module key of a module id (needs the project secret).
     Key {

@@ -5,9 +5,11 @@ mod docs;
 mod dump;
 mod evict;
 mod get;
+mod jobs;
 mod keys;
 mod ls;
 mod rollouts;
+mod runs;
 mod tree;
 mod wait;
 mod watch;
@@ -65,6 +67,22 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
         Command::Dump => dump::run(cx).await,
         Command::Decode => decode::run(cx),
         Command::Docs { command } => docs::run(cx, command).await,
+        Command::Jobs { module } => jobs::run(cx, module.as_deref()).await,
+        Command::Trigger {
+            module,
+            job,
+            payload,
+            key,
+            wait_secs,
+        } => runs::trigger(cx, module, job, payload, key.as_deref(), *wait_secs).await,
+        Command::Runs {
+            module,
+            job,
+            status,
+            limit,
+        } => runs::list(cx, module, job, status.as_deref(), *limit).await,
+        Command::Run { module, run_id } => runs::show(cx, module, run_id).await,
+        Command::Cancel { module, run_id } => runs::cancel(cx, module, run_id).await,
         Command::Key { module } => keys::key(cx, module),
         Command::Token { identity, aud, ttl } => keys::token(cx, identity, aud.as_deref(), *ttl),
     }

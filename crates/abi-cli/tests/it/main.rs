@@ -4,5 +4,6 @@
 mod common;
 
 mod cli_commands;
+mod cli_jobs;
 mod compose_file;
 mod stack_script;

@@ -1,0 +1,218 @@
+//! `abictl trigger`, `runs`, `run`, `cancel`: the caller side of jobs
+//! (`abi_sdk::jobs`): store a trigger as the reference's `JobProxy` does,
+//! read run records from the module's namespace, send a cancel.
+
+use std::time::Duration;
+
+use abi_sdk::documents::{FindQuery, OrderBy, Predicate};
+use abi_sdk::jobs::{JobClient, RunRecord, TriggerErrorKind, WaitErrorKind};
+use abi_sdk::{CallErrorKind, DiscoveryClient};
+use abi_wire::jobs;
+use serde_json::json;
+
+use super::Ctx;
+use crate::connect;
+use crate::error::{EXIT_SERVICE, EXIT_UNREACHABLE, EXIT_WAIT_TIMEOUT, Failure};
+use crate::output::{Table, or_dash, print_json};
+
+/// Triggers `module`'s `job` with `payload`; with `wait_secs`, waits for the
+/// run's end.
+///
+/// # Errors
+///
+/// A bad payload (exit 2), a refused trigger, a run that did not succeed
+/// (exit 1), the deadline (exit 4).
+pub async fn trigger(
+    cx: Ctx<'_>,
+    module: &str,
+    job: &str,
+    payload: &str,
+    key: Option<&str>,
+    wait_secs: Option<f64>,
+) -> anyhow::Result<()> {
+    let payload: serde_json::Value = serde_json::from_str(payload)
+        .map_err(|e| Failure::usage(format!("--payload is not JSON: {e}")))?;
+    if !payload.is_object() {
+        return Err(Failure::usage("--payload must be a JSON object").into());
+    }
+    let wait = wait_secs
+        .map(|s| {
+            Duration::try_from_secs_f64(s)
+                .map_err(|_| Failure::usage("--wait takes a number of seconds"))
+        })
+        .transpose()?;
+    let client = connect::client(cx.global, cx.env).await?;
+    let job = job_client(&client, module, job)?;
+    let run = job.trigger(payload, key).await.map_err(|e| {
+        let exit = match e.kind() {
+            TriggerErrorKind::TimedOut | TriggerErrorKind::Transport => EXIT_UNREACHABLE,
+            _ => EXIT_SERVICE,
+        };
+        Failure {
+            exit,
+            message: format!("trigger refused: {e}"),
+            hint: (e.kind() == TriggerErrorKind::StreamNotFound)
+                .then(|| "abi-discovery creates the jobs stream when it starts".to_owned()),
+        }
+    })?;
+    let Some(wait) = wait else {
+        if cx.global.json {
+            print_json(&json!({"run_id": run.run_id(), "duplicate": run.duplicate()}));
+        } else {
+            let note = if run.duplicate() { " (duplicate)" } else { "" };
+            println!("{}{note}", run.run_id());
+        }
+        return Ok(());
+    };
+    let record = run.wait(wait).await.map_err(|e| match e.kind() {
+        WaitErrorKind::TimedOut => Failure {
+            exit: EXIT_WAIT_TIMEOUT,
+            message: format!("run {} not finished after {wait:?}", run.run_id()),
+            hint: Some(format!(
+                "`abictl run {module} {}` shows it later",
+                run.run_id()
+            )),
+        },
+        _ => Failure {
+            exit: EXIT_UNREACHABLE,
+            message: format!("cannot follow run {}: {e}", run.run_id()),
+            hint: None,
+        },
+    })?;
+    print_json(&record.to_json());
+    match record.status.as_str() {
+        "SUCCEEDED" | "SKIPPED" => Ok(()),
+        status => Err(Failure {
+            exit: EXIT_SERVICE,
+            message: format!("run {} ended {status}", run.run_id()),
+            hint: None,
+        }
+        .into()),
+    }
+}
+
+/// Prints the newest runs of `module`'s `job`, optionally of one status.
+///
+/// # Errors
+///
+/// The document service refused or is unreachable.
+pub async fn list(
+    cx: Ctx<'_>,
+    module: &str,
+    job: &str,
+    status: Option<&str>,
+    limit: i64,
+) -> anyhow::Result<()> {
+    let client = connect::client(cx.global, cx.env).await?;
+    let docs = client
+        .documents(module)
+        .ok_or_else(|| Failure::usage("run records need a NATS connection"))?;
+    let mut where_ = vec![Predicate::new("job", "eq", job)];
+    if let Some(status) = status {
+        where_.push(Predicate::new("status", "eq", status));
+    }
+    let query = FindQuery {
+        where_,
+        // The trigger's stream sequence: newest trigger first.
+        order_by: Some(OrderBy::desc("sequence")),
+        limit,
+        ..Default::default()
+    };
+    let records = match docs
+        .find(&jobs::runs_collection(cx.global.project.as_str()), query)
+        .await
+    {
+        Ok(page) => page
+            .items
+            .into_iter()
+            .map(|d| RunRecord::from_data(&d.id, job, d.version, d.data))
+            .collect(),
+        // No host of the module ever wrote a record.
+        Err(e) if e.kind() == CallErrorKind::CollectionNotFound => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    if cx.global.json {
+        let out: Vec<_> = records.iter().map(RunRecord::to_json).collect();
+        print_json(&json!(out));
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "RUN", "STATUS", "ATTEMPT", "TRIGGER", "STARTED", "FINISHED", "ERROR",
+    ]);
+    for record in &records {
+        let field = |key: &str| {
+            record
+                .to_json()
+                .get(key)
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default()
+        };
+        let trigger = record
+            .to_json()
+            .pointer("/trigger/kind")
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let error: String = record.error.chars().take(60).collect();
+        table.status_row(
+            vec![
+                record.run_id.clone(),
+                record.status.clone(),
+                record.attempt.to_string(),
+                or_dash(&trigger),
+                or_dash(&field("started_at")),
+                or_dash(&field("finished_at")),
+                or_dash(&error),
+            ],
+            1,
+        );
+    }
+    print!("{}", table.render(cx.style));
+    Ok(())
+}
+
+/// Prints one run's record as JSON (`QUEUED` while there is none).
+///
+/// # Errors
+///
+/// A malformed run id (exit 2), or the document service failed.
+pub async fn show(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<()> {
+    let client = connect::client(cx.global, cx.env).await?;
+    let run = run_handle(&client, module, run_id)?;
+    print_json(&run.status().await?.to_json());
+    Ok(())
+}
+
+/// Sends a cancel for one run.
+///
+/// # Errors
+///
+/// A malformed run id (exit 2), or NATS failed (exit 3).
+pub async fn cancel(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<()> {
+    let client = connect::client(cx.global, cx.env).await?;
+    let run = run_handle(&client, module, run_id)?;
+    run.cancel().await.map_err(|e| Failure {
+        exit: EXIT_UNREACHABLE,
+        message: format!("cancel not sent: {e}"),
+        hint: None,
+    })?;
+    if cx.global.json {
+        print_json(&json!({"run_id": run_id, "cancel": "sent"}));
+    } else {
+        println!("cancel sent to {module} for {run_id}");
+    }
+    Ok(())
+}
+
+fn job_client(client: &DiscoveryClient, module: &str, job: &str) -> Result<JobClient, Failure> {
+    JobClient::from_discovery(client, module, job).map_err(|e| Failure::usage(e.to_string()))
+}
+
+fn run_handle(
+    client: &DiscoveryClient,
+    module: &str,
+    run_id: &str,
+) -> Result<abi_sdk::JobRun, Failure> {
+    let (job, _) = jobs::parse_run_id(run_id)
+        .ok_or_else(|| Failure::usage(format!("{run_id:?} is not a run id (<job>:<sequence>)")))?;
+    Ok(job_client(client, module, job)?.run(run_id))
+}

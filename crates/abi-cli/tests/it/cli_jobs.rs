@@ -1,0 +1,238 @@
+//! abictl's job commands (`jobs`, `trigger`, `runs`, `run`, `cancel`)
+//! against a real nats-server, the discovery service (which prepares the
+//! jobs stream), our document service and the Python reference's `JobHost`
+//! (`tests/interop/job_peer.py`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use abi_documents::config::{Storage, Valid};
+use abi_documents::store::{SqliteConfig, SqliteStore};
+use abi_process::{NatsSettings, Secret};
+use abi_proto::discovery::v1 as pb;
+use abi_test_support::{python, requests, spawn_until_ready, wait_until, workspace_root};
+use abi_wire::ServerList;
+use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{DEADLINE, SECRET, Stack, descriptor};
+
+/// Our document service in process, sharing the stack's secret.
+async fn documents(stack: &Stack, dir: &std::path::Path) -> CancellationToken {
+    let path = dir.join("docs.sqlite");
+    let store = SqliteStore::open(SqliteConfig::new(path.clone()))
+        .await
+        .unwrap();
+    let config = Valid {
+        nats: NatsSettings::plain(ServerList::parse(&stack.server.url()).unwrap()),
+        storage: Storage::Sqlite(path),
+        secret: Secret::new(SECRET),
+        admin_identities: vec!["api".into()],
+        strict_namespaces: false,
+        shutdown_grace: Duration::from_secs(5),
+        max_concurrent_requests: std::num::NonZeroUsize::new(64).unwrap(),
+        metrics_addr: None,
+    };
+    let stop = CancellationToken::new();
+    tokio::spawn(abi_documents::run::run_with(config, store, stop.clone()));
+    stop
+}
+
+async fn python_host(stack: &Stack, module: &str, job: &str) -> Child {
+    let mut command = Command::new(python());
+    command
+        .arg(workspace_root().join("tests/interop/job_peer.py"))
+        .args(["serve", &stack.server.url()])
+        .arg(requests::service_token(SECRET, module))
+        .args([&stack.project, module, job])
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(std::process::Stdio::null());
+    spawn_until_ready(command, "ready", DEADLINE).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_lists_declared_jobs_with_their_schedules() {
+    let stack = Stack::start().await;
+    let mut d = descriptor("billing", &[]);
+    d.jobs = vec![pb::JobDescriptor {
+        name: "ingest".into(),
+        contract_major: 1,
+        max_concurrency: 2,
+        max_attempts: 3,
+        triggers: vec![
+            pb::JobTrigger {
+                kind: "cron".into(),
+                spec: "0 0 6 * * *".into(),
+                time_zone: "UTC".into(),
+                ..Default::default()
+            },
+            pb::JobTrigger {
+                kind: "every".into(),
+                spec: "1h".into(),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    }];
+    stack.register(d.clone(), "billing-1", true).await;
+    stack.register(d, "billing-2", true).await;
+    stack
+        .register(descriptor("other", &[]), "other-1", true)
+        .await;
+
+    let text = stack.abictl().run(&["jobs"]).await;
+    let line = text.ok().lines().find(|l| l.contains("ingest")).unwrap();
+    assert!(line.starts_with("billing"), "{line}");
+    assert!(line.contains("cron 0 0 6 * * * (UTC); every 1h"), "{line}");
+    assert!(line.trim_end().ends_with('2'), "two instances: {line}");
+    let json = stack
+        .abictl()
+        .run(&["jobs", "billing", "--json"])
+        .await
+        .json();
+    assert_eq!(json.as_array().unwrap().len(), 1);
+    assert_eq!(json[0]["triggers"][1]["spec"], "1h");
+    assert_eq!(json[0]["max_attempts"], 3);
+    let none = stack
+        .abictl()
+        .run(&["jobs", "other", "--json"])
+        .await
+        .json();
+    assert_eq!(none, serde_json::json!([]));
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
+    let stack = Stack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let docs = documents(&stack, dir.path()).await;
+    let mut host = python_host(&stack, "billing", "ingest").await;
+
+    let done = stack
+        .abictl()
+        .run(&[
+            "trigger",
+            "billing",
+            "ingest",
+            "--payload",
+            r#"{"n": 1}"#,
+            "--wait",
+            "60",
+        ])
+        .await
+        .json();
+    assert_eq!(done["status"], "SUCCEEDED", "{done}");
+    assert_eq!(done["result"], serde_json::json!({"echo": {"n": 1}}));
+    let run_id = done["run_id"].as_str().unwrap().to_owned();
+
+    // A key makes a repeat the same run.
+    let keyed = stack
+        .abictl()
+        .run(&["trigger", "billing", "ingest", "--key", "k", "--json"])
+        .await
+        .json();
+    let repeat = stack
+        .abictl()
+        .run(&["trigger", "billing", "ingest", "--key", "k", "--json"])
+        .await
+        .json();
+    assert_eq!(repeat["run_id"], keyed["run_id"]);
+    assert_eq!(repeat["duplicate"], true);
+
+    let shown = stack
+        .abictl()
+        .run(&["run", "billing", &run_id])
+        .await
+        .json();
+    assert_eq!(shown["logs"], serde_json::json!([r#"payload {"n": 1}"#]));
+
+    // A blocking run, cancelled once it runs.
+    let blocked = stack
+        .abictl()
+        .run(&[
+            "trigger",
+            "billing",
+            "ingest",
+            "--payload",
+            r#"{"block": true}"#,
+        ])
+        .await;
+    let blocked_id = blocked.ok().trim().to_owned();
+    let status = |id: String| {
+        let ctl = stack.abictl();
+        async move { ctl.run(&["run", "billing", &id]).await.json()["status"].clone() }
+    };
+    wait_until(DEADLINE, || async {
+        status(blocked_id.clone()).await == "RUNNING"
+    })
+    .await
+    .unwrap();
+    let cancel = stack
+        .abictl()
+        .run(&["cancel", "billing", &blocked_id])
+        .await;
+    assert!(cancel.ok().contains("cancel sent"), "{cancel:#?}");
+    wait_until(DEADLINE, || async {
+        status(blocked_id.clone()).await == "CANCELLED"
+    })
+    .await
+    .unwrap();
+
+    // Newest first, by status, as a table or JSON.
+    let all = stack
+        .abictl()
+        .run(&["runs", "billing", "ingest", "--json"])
+        .await
+        .json();
+    let ids: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.first(), Some(&blocked_id.as_str()), "{all}");
+    assert!(ids.contains(&run_id.as_str()));
+    let cancelled = stack
+        .abictl()
+        .run(&["runs", "billing", "ingest", "--status", "CANCELLED"])
+        .await;
+    let text = cancelled.ok();
+    assert!(text.starts_with("RUN"), "{text}");
+    assert!(
+        text.contains(&blocked_id) && !text.contains(&format!("{run_id} ")),
+        "{text}"
+    );
+
+    // Nobody hosts this job: the wait ends at its deadline with exit 4, and
+    // the run stays QUEUED.
+    let late = stack
+        .abictl()
+        .run(&["trigger", "billing", "nobody", "--wait", "0.3"])
+        .await;
+    assert_eq!(late.code, 4, "{late:#?}");
+    let bad = stack
+        .abictl()
+        .run(&["run", "billing", "not-a-run-id"])
+        .await;
+    assert_eq!(bad.code, 2, "{bad:#?}");
+    let unknown = stack
+        .abictl()
+        .run(&["runs", "nobody", "ingest", "--json"])
+        .await
+        .json();
+    assert_eq!(unknown, serde_json::json!([]));
+
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &host.id().unwrap().to_string()])
+        .status();
+    assert!(
+        tokio::time::timeout(DEADLINE, host.wait())
+            .await
+            .unwrap()
+            .unwrap()
+            .success()
+    );
+    docs.cancel();
+    stack.stop().await;
+}
