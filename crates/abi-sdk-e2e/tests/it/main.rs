@@ -7,6 +7,8 @@ mod cluster_seed_list;
 mod drain;
 mod interop;
 mod jobs_caller;
+mod jobs_fixture;
+mod jobs_host;
 mod lease;
 mod rollout;
 mod runner_order;

@@ -2,7 +2,8 @@
 //! following its runs.
 //!
 //! The host side: declarations ([`JobSpec`], [`Trigger`]), handlers
-//! ([`JobContext`], [`JobError`]) (the host comes next).
+//! ([`JobContext`], [`JobError`]) and the host that runs them ([`JobHost`]),
+//! sharing consumers and run records with the reference's `JobHost`.
 //!
 //! The caller side ([`JobClient`], [`JobRun`], [`RunRecord`]) speaks the
 //! reference's wire: the same trigger messages, run ids, run records and
@@ -10,6 +11,7 @@
 
 pub mod client;
 mod context;
+pub mod host;
 mod json;
 pub mod record;
 pub mod run;
@@ -19,6 +21,7 @@ pub mod time;
 pub use context::{
     JobContext, JobError, JobErrorKind, JobHandler, JobResult, MAX_LOG_LINE_CHARS, MAX_LOG_LINES,
 };
+pub use host::{JobHost, JobHostOptions};
 pub use spec::{
     JOB_CONTRACT_MAJOR, JobSpec, JobSpecError, MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_DESCRIPTOR_BYTES,
     MAX_SCHEMA_BYTES, MAX_TRIGGER_INPUT_BYTES, Trigger, go_duration_seconds,

@@ -1,0 +1,198 @@
+//! What the job host tests share: a nats-server with the jobs stream as
+//! discovery prepares it, our document service in process, our job hosts
+//! bound to both, and a test handler driven by its payload.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use abi_documents::config::{Storage, Valid};
+use abi_documents::store::{SqliteConfig, SqliteStore};
+use abi_process::{NatsSettings, Secret};
+use abi_sdk::jobs::host::JobHostLinks;
+use abi_sdk::jobs::{JobClient, JobContext, JobError, JobHost, JobHostOptions, JobSpec};
+use abi_sdk::{DocumentClient, TokenSource};
+use abi_test_support::{NatsServer, requests, unique_name};
+use abi_wire::ServerList;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+pub const SECRET: &str = "jobs-host-test-secret-0123456789abcdef!";
+/// Generous for one step on a loaded 2-core machine.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+pub struct Setup {
+    pub server: NatsServer,
+    pub project: String,
+    pub nats: async_nats::Client,
+    _dir: tempfile::TempDir,
+    stop: CancellationToken,
+    documents: tokio::task::JoinHandle<Result<(), abi_documents::run::RunError>>,
+}
+
+impl Setup {
+    pub async fn start() -> Self {
+        let server = NatsServer::start().await;
+        let project = unique_name("jobs");
+        let nats = async_nats::connect(server.url()).await.unwrap();
+        abi_discovery::platform::prepare_module_streams(
+            &async_nats::jetstream::new(nats.clone()),
+            &project,
+            1,
+        )
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("docs.sqlite");
+        let store = SqliteStore::open(SqliteConfig::new(path.clone()))
+            .await
+            .unwrap();
+        let config = Valid {
+            nats: NatsSettings::plain(ServerList::parse(&server.url()).unwrap()),
+            storage: Storage::Sqlite(path),
+            secret: Secret::new(SECRET),
+            admin_identities: vec!["api".into()],
+            strict_namespaces: false,
+            shutdown_grace: Duration::from_secs(5),
+            max_concurrent_requests: std::num::NonZeroUsize::new(64).unwrap(),
+            metrics_addr: None,
+        };
+        let stop = CancellationToken::new();
+        let documents = tokio::spawn(abi_documents::run::run_with(config, store, stop.clone()));
+        let setup = Self {
+            server,
+            project,
+            nats,
+            _dir: dir,
+            stop,
+            documents,
+        };
+        let probe = setup.client("probe", "none").run("none:1");
+        abi_test_support::wait_until(DEADLINE, || async { probe.status().await.is_ok() })
+            .await
+            .expect("the document service serves");
+        setup
+    }
+
+    pub fn token(&self, identity: &str) -> String {
+        requests::service_token(SECRET, identity)
+    }
+
+    pub fn client(&self, module: &str, job: &str) -> JobClient {
+        JobClient::new(
+            self.nats.clone(),
+            TokenSource::issued(self.token("api")),
+            &self.project,
+            module,
+            job,
+        )
+    }
+
+    pub fn links(&self, module: &str, instance: &str) -> JobHostLinks {
+        JobHostLinks {
+            nats: self.nats.clone(),
+            documents: DocumentClient::new(
+                self.nats.clone(),
+                TokenSource::issued(self.token(module)),
+                module,
+            ),
+            project: self.project.clone(),
+            instance_id: instance.to_owned(),
+        }
+    }
+
+    /// Our host of `spec` (test handler named `instance`), started.
+    pub async fn host(
+        &self,
+        module: &str,
+        instance: &str,
+        spec: JobSpec,
+        options: JobHostOptions,
+    ) -> (Arc<JobHost>, Calls) {
+        let calls = Calls::default();
+        let host = JobHost::new(module)
+            .options(options)
+            .job(spec, handler(instance.to_owned(), calls.clone()));
+        host.bind(self.links(module, instance));
+        host.prepare_consumers().await.unwrap();
+        host.start_serving().await.unwrap();
+        (Arc::new(host), calls)
+    }
+
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.documents.await.unwrap().unwrap();
+    }
+}
+
+/// Options for tests: the reference's, with short backoffs.
+pub fn fast() -> JobHostOptions {
+    JobHostOptions {
+        backoff_base: Duration::from_millis(200),
+        max_backoff: Duration::from_secs(2),
+        ..JobHostOptions::default()
+    }
+}
+
+/// How often the test handler started, and a gate it may wait on.
+#[derive(Clone, Default)]
+pub struct Calls {
+    pub started: Arc<AtomicUsize>,
+    pub release: Arc<tokio::sync::Notify>,
+}
+
+impl Calls {
+    pub fn count(&self) -> usize {
+        self.started.load(Ordering::SeqCst)
+    }
+}
+
+/// The test handler. Payload: `{"fail": "why"}` fails (retryable);
+/// `{"fail_attempts": n}` fails the first n attempts; `{"block": true}`
+/// waits until cancelled then fails; `{"ignore_cancel": true}` never ends;
+/// `{"gate": true}` waits for [`Calls::release`]; `{"skip": "why"}`; else
+/// returns `{"echo": payload, "host": instance}`.
+fn handler(
+    instance: String,
+    calls: Calls,
+) -> impl Fn(JobContext) -> futures::future::BoxFuture<'static, abi_sdk::jobs::JobResult>
++ Send
++ Sync
++ 'static {
+    move |cx: JobContext| {
+        let instance = instance.clone();
+        let calls = calls.clone();
+        Box::pin(async move {
+            calls.started.fetch_add(1, Ordering::SeqCst);
+            let p = cx.payload().clone();
+            cx.log(format!("attempt {} on {instance}", cx.attempt()));
+            if let Some(why) = p["fail"].as_str() {
+                return Err(JobError::new("RuntimeError", why));
+            }
+            if p["fail_attempts"]
+                .as_u64()
+                .is_some_and(|n| u64::from(cx.attempt()) <= n)
+            {
+                return Err(JobError::new("RuntimeError", "not yet"));
+            }
+            if p["non_retryable"].as_bool() == Some(true) {
+                return Err(JobError::non_retryable("bad input"));
+            }
+            if p["block"].as_bool() == Some(true) {
+                cx.cancelled().cancelled().await;
+                return Err(JobError::new("CancelledError", "stopped"));
+            }
+            if p["ignore_cancel"].as_bool() == Some(true) {
+                futures::future::pending::<()>().await;
+            }
+            if p["gate"].as_bool() == Some(true) {
+                calls.release.notified().await;
+            }
+            if let Some(why) = p["skip"].as_str() {
+                cx.skip(why);
+            }
+            Ok(json!({"echo": p, "host": instance}))
+        })
+    }
+}

@@ -1,0 +1,508 @@
+//! One delivery of one trigger, the reference's `_handle_delivery`: read
+//! the run record, decide the attempt, record RUNNING, run the handler with
+//! `+WPI` heartbeats, a timeout and cancels, record the outcome, then ack,
+//! nak with a backoff, or term. Two departures: a record taken over by
+//! another attempt is never written (fencing), and a run stopped by the
+//! host's shutdown is handed back (`-NAK`) with its attempt given back.
+
+use std::time::Duration;
+
+use abi_document_model::{Data, Document, Value};
+use abi_wire::jobs as wire;
+use async_nats::jetstream::Message;
+use bytes::Bytes;
+use tokio::time::Instant;
+use tracing::{error, warn};
+
+use super::record::{self, Fence, Saved};
+use super::{Job, Shared};
+use crate::jobs::json::to_doc;
+use crate::jobs::time::{fired_at, iso_after, now_iso};
+use crate::jobs::{JobContext, JobErrorKind};
+
+/// The error a handed-back run's record shows until it runs again.
+pub const HANDED_BACK: &str = "Handed back by host shutdown";
+
+/// Publishes an acknowledgement body (nats-py's bytes) to the delivery's reply.
+async fn reply(shared: &Shared, msg: &Message, body: &[u8]) {
+    let Some(reply) = &msg.reply else {
+        return;
+    };
+    if let Err(err) = shared
+        .links
+        .nats
+        .publish(reply.clone(), Bytes::copy_from_slice(body))
+        .await
+    {
+        warn!(error = %err, "could not acknowledge a job delivery");
+    }
+}
+
+/// A trigger fetched while the host stops: redeliver it now, elsewhere.
+pub(super) async fn hand_back_unstarted(shared: &Shared, msg: &Message) {
+    reply(shared, msg, wire::NAK).await;
+}
+
+fn backoff(shared: &Shared, attempt: u32) -> Duration {
+    let exp = attempt.saturating_sub(1).min(31);
+    shared
+        .options
+        .backoff_base
+        .saturating_mul(1u32 << exp)
+        .min(shared.options.max_backoff)
+}
+
+fn text(data: &Data, key: &str) -> Option<String> {
+    match data.get(key) {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn header(msg: &Message, name: &str) -> Option<String> {
+    msg.headers
+        .as_ref()?
+        .get(name)
+        .map(|v| v.as_str().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// The payload as the reference reads it: `{}` when empty, an object as is,
+/// another JSON value as `{"value": v}`, anything else as `{"raw": text}`.
+fn payload(body: &[u8]) -> serde_json::Value {
+    if body.is_empty() {
+        return serde_json::json!({});
+    }
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(v @ serde_json::Value::Object(_)) => v,
+        Ok(v) => serde_json::json!({ "value": v }),
+        Err(_) => serde_json::json!({ "raw": String::from_utf8_lossy(body) }),
+    }
+}
+
+/// Whether the trigger's `Nats-TTL` ends within `within` of now.
+fn expires_within(msg: &Message, stored_nanos: i128, within: Duration) -> bool {
+    let Some(ttl) = header(msg, "Nats-TTL") else {
+        return false;
+    };
+    let lifetime = if ttl.bytes().all(|b| b.is_ascii_digit()) {
+        ttl.parse::<f64>().ok()
+    } else {
+        crate::jobs::go_duration_seconds(&ttl).ok()
+    };
+    let Some(lifetime) = lifetime else {
+        return false;
+    };
+    let now = time_now_nanos();
+    stored_nanos as f64 + lifetime * 1e9 <= now as f64 + within.as_secs_f64() * 1e9
+}
+
+fn time_now_nanos() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or_default()
+}
+
+/// Python's `%g` of a timeout in seconds.
+fn seconds_g(t: Duration) -> String {
+    let s = t.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s}")
+    }
+}
+
+enum Outcome {
+    Finished {
+        status: &'static str,
+        error: String,
+        retryable: bool,
+        result: Option<serde_json::Value>,
+    },
+    HandBack,
+    TakenOver,
+}
+
+/// Handles one delivery to its end (ack, nak or term).
+pub(super) async fn handle(shared: &Shared, job: &Job, msg: Message) {
+    let Ok(info) = msg.info() else {
+        warn!("a job delivery without JetStream metadata; dropped");
+        return;
+    };
+    let (sequence, delivery) = (info.stream_sequence, info.delivered);
+    let stored_nanos = info.published.unix_timestamp_nanos();
+    let run_id = wire::run_id(job.spec.name(), sequence);
+    let fired = fired_at(stored_nanos);
+    let delivery = u32::try_from(delivery.max(1)).unwrap_or(u32::MAX);
+    let existing = match record::get(shared, &run_id).await {
+        Ok(doc) => doc,
+        Err(err) => return defer(shared, &msg, &run_id, delivery, &err).await,
+    };
+    let replace = existing.as_ref().is_some_and(|doc| {
+        text(&doc.data, "fired_at")
+            .is_some_and(|recorded| !recorded.is_empty() && recorded != fired)
+    });
+    let attempt = match existing.as_ref().filter(|_| !replace) {
+        Some(doc) => {
+            let status = text(&doc.data, "status").unwrap_or_default();
+            if wire::TERMINAL_STATUSES.contains(&status.as_str()) {
+                return retire(shared, &msg, &status).await;
+            }
+            let before = match doc.data.get("attempt") {
+                Some(Value::Int(n)) => *n,
+                _ => 0,
+            };
+            let attempt = before + 1;
+            if attempt > i64::from(job.spec.attempts()) {
+                warn!(run_id = %run_id, delivery, "job run used its attempts; dropping the delivery");
+                return reply(shared, &msg, wire::TERM).await;
+            }
+            attempt
+        }
+        None => 1,
+    };
+    run_attempt(
+        shared,
+        job,
+        msg,
+        existing.as_ref(),
+        replace,
+        attempt,
+        &run_id,
+        &fired,
+        sequence,
+        stored_nanos,
+        delivery,
+    )
+    .await;
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_attempt(
+    shared: &Shared,
+    job: &Job,
+    msg: Message,
+    existing: Option<&Document>,
+    replace: bool,
+    attempt: i64,
+    run_id: &str,
+    fired: &str,
+    sequence: u64,
+    stored_nanos: i128,
+    delivery: u32,
+) {
+    let mut trigger = serde_json::Map::new();
+    trigger.insert(
+        "kind".into(),
+        header(&msg, wire::TRIGGER_HEADER)
+            .unwrap_or_else(|| "manual".into())
+            .into(),
+    );
+    if let Some(scheduler) = header(&msg, "Nats-Scheduler") {
+        trigger.insert("scheduler".into(), scheduler.into());
+    }
+    let trigger = serde_json::Value::Object(trigger);
+    let payload = payload(&msg.payload);
+    let started_at = now_iso();
+    let mut fields = Data::new();
+    let mut put = |k: &str, v: Value| {
+        fields.insert(k.to_owned(), v);
+    };
+    put("job", job.spec.name().into());
+    put("run_id", run_id.into());
+    put("module_id", shared.module_id.as_str().into());
+    put("status", "RUNNING".into());
+    put("attempt", Value::Int(attempt));
+    put("max_attempts", Value::Int(i64::from(job.spec.attempts())));
+    put("trigger", to_doc(&trigger));
+    put("payload", to_doc(&payload));
+    put("instance", shared.links.instance_id.as_str().into());
+    put(
+        "sequence",
+        Value::Int(i64::try_from(sequence).unwrap_or(i64::MAX)),
+    );
+    put("fired_at", fired.into());
+    put("started_at", started_at.as_str().into());
+    put("heartbeat_at", now_iso().into());
+    put("trace_id", "".into());
+    put("error", "".into());
+    if let Err(err) = record::start(shared, run_id, existing, fields, replace).await {
+        return defer(shared, &msg, run_id, delivery, &err).await;
+    }
+    let fence = Fence {
+        attempt,
+        instance: shared.links.instance_id.clone(),
+        started_at,
+    };
+    let attempt_u32 = u32::try_from(attempt).unwrap_or(u32::MAX);
+    let cx = JobContext::new(run_id, job.spec.name(), attempt_u32, trigger, payload);
+    let control = shared.runs.add(run_id);
+    let outcome = supervise(shared, job, &msg, &cx, &control, run_id, &fence).await;
+    shared.runs.remove(run_id);
+    cx.cancelled().cancel();
+    match outcome {
+        Outcome::TakenOver => {
+            warn!(run_id = %run_id, "job run taken over by another attempt; its record is left alone");
+        }
+        Outcome::HandBack => {
+            let mut fields = Data::new();
+            fields.insert("status".into(), "RETRYING".into());
+            fields.insert("attempt".into(), Value::Int(attempt - 1));
+            fields.insert("error".into(), HANDED_BACK.into());
+            fields.insert("retry_at".into(), now_iso().into());
+            fields.insert("heartbeat_at".into(), now_iso().into());
+            fields.insert("logs".into(), logs(&cx));
+            match record::save(shared, run_id, &fields, &fence).await {
+                Ok(Saved::Written) => reply(shared, &msg, wire::NAK).await,
+                Ok(Saved::Fenced) => {}
+                // The record still shows this attempt RUNNING: the redelivery
+                // after the ack wait counts it (the reference's behaviour).
+                Err(err) => warn!(run_id = %run_id, error = %err, "could not hand a job run back"),
+            }
+        }
+        Outcome::Finished {
+            status,
+            error,
+            retryable,
+            result,
+        } => {
+            finish(
+                shared,
+                job,
+                &msg,
+                &cx,
+                run_id,
+                &fence,
+                attempt_u32,
+                stored_nanos,
+                status,
+                error,
+                retryable,
+                result,
+            )
+            .await;
+        }
+    }
+}
+
+fn logs(cx: &JobContext) -> Value {
+    Value::List(cx.logs().into_iter().map(Value::from).collect())
+}
+
+/// Runs the handler to an outcome, heartbeating meanwhile.
+async fn supervise(
+    shared: &Shared,
+    job: &Job,
+    msg: &Message,
+    cx: &JobContext,
+    control: &super::runs::Control,
+    run_id: &str,
+    fence: &Fence,
+) -> Outcome {
+    let mut work = tokio::spawn(job.handler.call(cx.clone()));
+    let beat = shared.options.heartbeat_interval;
+    let mut ticker = tokio::time::interval_at(Instant::now() + beat, beat);
+    let far = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
+    let deadline = job
+        .spec
+        .attempt_timeout()
+        .map_or(far, |t| Instant::now() + t);
+    let mut handback_at = far;
+    let (mut cancelled, mut handing_back) = (false, false);
+    let joined = loop {
+        tokio::select! {
+            joined = &mut work => break joined,
+            _ = ticker.tick() => {
+                reply(shared, msg, wire::IN_PROGRESS).await;
+                let mut fields = Data::new();
+                fields.insert("logs".into(), logs(cx));
+                fields.insert("heartbeat_at".into(), now_iso().into());
+                match record::save(shared, run_id, &fields, fence).await {
+                    Ok(Saved::Written) => {}
+                    Ok(Saved::Fenced) => {
+                        cx.cancelled().cancel();
+                        work.abort();
+                        return Outcome::TakenOver;
+                    }
+                    Err(err) => warn!(run_id = %run_id, error = %err, "job progress not saved; retrying"),
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                cx.cancelled().cancel();
+                work.abort();
+                let timeout = job.spec.attempt_timeout().unwrap_or_default();
+                return Outcome::Finished {
+                    status: "TIMED_OUT",
+                    error: format!("Timed out after {}s", seconds_g(timeout)),
+                    retryable: true,
+                    result: None,
+                };
+            }
+            () = control.cancelled.cancelled(), if !cancelled => {
+                cancelled = true;
+                cx.cancelled().cancel();
+            }
+            () = control.handback.cancelled(), if !handing_back => {
+                handing_back = true;
+                cx.cancelled().cancel();
+                handback_at = Instant::now() + shared.options.handback_grace;
+            }
+            () = tokio::time::sleep_until(handback_at) => {
+                work.abort();
+                return Outcome::HandBack;
+            }
+        }
+    };
+    let finished = |status, error: String, retryable, result| Outcome::Finished {
+        status,
+        error,
+        retryable,
+        result,
+    };
+    match joined {
+        Ok(Ok(value)) if !cancelled => {
+            let status = if cx.skipped().is_some() {
+                "SKIPPED"
+            } else {
+                "SUCCEEDED"
+            };
+            finished(status, String::new(), true, Some(value))
+        }
+        _ if cancelled => finished("CANCELLED", String::new(), true, None),
+        _ if handing_back => Outcome::HandBack,
+        Ok(Err(err)) => finished(
+            "FAILED",
+            err.to_string(),
+            err.kind() == JobErrorKind::Retryable,
+            None,
+        ),
+        Ok(Ok(_)) => finished("CANCELLED", String::new(), true, None),
+        Err(join) if join.is_panic() => {
+            finished("FAILED", "Panic: job handler panicked".into(), true, None)
+        }
+        Err(_) => finished("FAILED", "Job task was cancelled".into(), true, None),
+    }
+}
+
+/// The reference's `_result`: the value, or a preview when its JSON passes 64 KiB.
+fn result_value(value: &serde_json::Value) -> Value {
+    let encoded = abi_pyjson::dumps_default(&crate::jobs::json::to_py(value));
+    if encoded.len() > wire::MAX_RESULT_BYTES {
+        let preview: String = encoded.chars().take(2000).collect();
+        let mut data = Data::new();
+        data.insert("truncated".into(), Value::Bool(true));
+        data.insert("preview".into(), Value::String(preview));
+        return Value::Object(data);
+    }
+    to_doc(value)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    shared: &Shared,
+    job: &Job,
+    msg: &Message,
+    cx: &JobContext,
+    run_id: &str,
+    fence: &Fence,
+    attempt: u32,
+    stored_nanos: i128,
+    status: &'static str,
+    mut error: String,
+    retryable: bool,
+    result: Option<serde_json::Value>,
+) {
+    let mut status = status;
+    if !matches!(status, "SUCCEEDED" | "SKIPPED" | "CANCELLED")
+        && attempt < job.spec.attempts()
+        && retryable
+    {
+        status = "RETRYING";
+    }
+    let retry_delay = backoff(shared, attempt);
+    if status == "RETRYING" && expires_within(msg, stored_nanos, retry_delay) {
+        status = "FAILED";
+        error = format!("Trigger expired before it could be retried; {error}");
+    }
+    let mut fields = Data::new();
+    fields.insert("status".into(), status.into());
+    fields.insert("logs".into(), logs(cx));
+    fields.insert("error".into(), error.into());
+    if status == "RETRYING" {
+        fields.insert("retry_at".into(), iso_after(retry_delay).into());
+    }
+    let terminal = wire::TERMINAL_STATUSES.contains(&status);
+    if terminal {
+        fields.insert("finished_at".into(), now_iso().into());
+    }
+    if matches!(status, "SUCCEEDED" | "SKIPPED") {
+        let value = result.unwrap_or(serde_json::Value::Null);
+        fields.insert("result".into(), result_value(&value));
+    }
+    if status == "SKIPPED" {
+        fields.insert(
+            "skip_reason".into(),
+            cx.skipped().unwrap_or_default().into(),
+        );
+    }
+    // Keep the delivery (heartbeats) until the completion is stored: acking
+    // first could lose it, nak'ing would run it again.
+    loop {
+        match record::save(shared, run_id, &fields, fence).await {
+            Ok(Saved::Written) => break,
+            Ok(Saved::Fenced) => {
+                warn!(run_id = %run_id, "job run taken over before it finished; its record is left alone");
+                return;
+            }
+            Err(err) => {
+                warn!(run_id = %run_id, error = %err, "job completion not saved; retrying");
+                if shared.closing.is_cancelled() {
+                    return;
+                }
+                reply(shared, msg, wire::IN_PROGRESS).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+    if terminal {
+        let notice = wire::completion_notice(run_id, status);
+        if let Err(err) = shared
+            .links
+            .nats
+            .publish(job.subjects.done(), notice.into())
+            .await
+        {
+            warn!(run_id = %run_id, error = %err, "could not publish a job completion");
+        }
+    }
+    if status == "RETRYING" {
+        reply(shared, msg, &wire::nak_with_delay(retry_delay)).await;
+    } else {
+        retire(shared, msg, status).await;
+    }
+}
+
+/// Acks a run that ended well, terms the others.
+async fn retire(shared: &Shared, msg: &Message, status: &str) {
+    let body = if matches!(status, "SUCCEEDED" | "SKIPPED" | "CANCELLED") {
+        wire::ACK
+    } else {
+        wire::TERM
+    };
+    reply(shared, msg, body).await;
+}
+
+/// The record could not be read or written: redeliver later, using no attempt.
+async fn defer(
+    shared: &Shared,
+    msg: &Message,
+    run_id: &str,
+    delivery: u32,
+    err: &crate::CallError,
+) {
+    let delay = backoff(shared, delivery);
+    error!(run_id = %run_id, delivery, error = %err, "job run could not start; redelivering later");
+    reply(shared, msg, &wire::nak_with_delay(delay)).await;
+}

@@ -1,0 +1,73 @@
+//! One job's fetch loop: pulls as many triggers as there are free slots in
+//! one request (the reference pulls one per round trip), and hands each to
+//! its own task holding a slot.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::PullConsumer;
+use futures::StreamExt as _;
+use tokio::sync::Semaphore;
+use tracing::warn;
+
+use super::{Job, Shared, delivery};
+
+/// Runs until the host stops fetching; triggers received after that are
+/// handed straight back (a bare `-NAK`).
+pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsumer) {
+    let slots = Arc::new(Semaphore::new(job.spec.concurrency() as usize));
+    loop {
+        let first = tokio::select! {
+            biased;
+            () = shared.fetching.cancelled() => return,
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+        };
+        let mut permits = vec![first];
+        while let Ok(permit) = slots.clone().try_acquire_owned() {
+            permits.push(permit);
+        }
+        let batch = consumer
+            .fetch()
+            .max_messages(permits.len())
+            .expires(shared.options.fetch_expires)
+            .messages()
+            .await;
+        let mut batch = match batch {
+            Ok(batch) => batch,
+            Err(err) => {
+                warn!(job = %job.spec.name(), error = %err, "job fetch failed; retrying");
+                tokio::select! {
+                    () = shared.fetching.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        while let Some(message) = batch.next().await {
+            let message = match message {
+                Ok(message) => message,
+                Err(err) => {
+                    warn!(job = %job.spec.name(), error = %err, "job fetch interrupted");
+                    break;
+                }
+            };
+            if shared.fetching.is_cancelled() {
+                delivery::hand_back_unstarted(&shared, &message).await;
+                continue;
+            }
+            let Some(permit) = permits.pop() else {
+                // More than asked for cannot arrive; hand it back if it does.
+                delivery::hand_back_unstarted(&shared, &message).await;
+                continue;
+            };
+            let (shared, job) = (shared.clone(), job.clone());
+            let tasks = shared.tasks.clone();
+            tasks.spawn(async move {
+                delivery::handle(&shared, &job, message).await;
+                drop(permit);
+            });
+        }
+    }
+}
