@@ -11,4 +11,5 @@ pub mod conformance;
 mod differential;
 mod nats_service;
 mod postgres;
+mod process;
 mod sqlite;
