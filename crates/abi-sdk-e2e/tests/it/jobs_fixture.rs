@@ -150,8 +150,9 @@ impl Calls {
 
 /// The test handler. Payload: `{"fail": "why"}` fails (retryable);
 /// `{"fail_attempts": n}` fails the first n attempts; `{"block": true}`
-/// waits until cancelled then fails; `{"ignore_cancel": true}` never ends;
-/// `{"gate": true}` waits for [`Calls::release`]; `{"skip": "why"}`; else
+/// waits until cancelled then fails (`{"block_on": instance}`: only on that
+/// host); `{"ignore_cancel": true}` never ends; `{"gate": true}` waits for
+/// [`Calls::release`] (`{"gate_first": true}`: on the first attempt only); `{"skip": "why"}`; else
 /// returns `{"echo": payload, "host": instance}`.
 fn handler(
     instance: String,
@@ -185,6 +186,13 @@ fn handler(
             }
             if p["ignore_cancel"].as_bool() == Some(true) {
                 futures::future::pending::<()>().await;
+            }
+            if p["block_on"].as_str() == Some(instance.as_str()) {
+                cx.cancelled().cancelled().await;
+                return Err(JobError::new("CancelledError", "stopped"));
+            }
+            if p["gate_first"].as_bool() == Some(true) && cx.attempt() == 1 {
+                calls.release.notified().await;
             }
             if p["gate"].as_bool() == Some(true) {
                 calls.release.notified().await;

@@ -183,6 +183,11 @@ impl JobHost {
         self.jobs.iter().map(|(s, _)| s.to_descriptor()).collect()
     }
 
+    /// How many runs this host is running now.
+    pub fn running(&self) -> usize {
+        self.shared.get().map_or(0, |s| s.runs.len())
+    }
+
     fn shared(&self) -> Result<&Arc<Shared>, JobHostError> {
         self.shared.get().ok_or(JobHostError::Unbound)
     }

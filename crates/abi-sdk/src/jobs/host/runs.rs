@@ -38,6 +38,10 @@ impl Runs {
         self.lock().remove(run_id);
     }
 
+    pub(super) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     /// A cancel for `run_id` (ignored when it does not run here).
     pub(super) fn cancel(&self, run_id: &str) {
         if let Some(control) = self.lock().get(run_id) {
