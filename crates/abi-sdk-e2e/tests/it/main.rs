@@ -10,6 +10,7 @@ mod jobs_caller;
 mod jobs_fixture;
 mod jobs_handover;
 mod jobs_host;
+mod jobs_mixed_fleet;
 mod lease;
 mod rollout;
 mod runner_order;
