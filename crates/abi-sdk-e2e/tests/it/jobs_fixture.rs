@@ -26,19 +26,23 @@ pub struct Setup {
     pub server: NatsServer,
     pub project: String,
     pub nats: async_nats::Client,
-    _dir: tempfile::TempDir,
-    stop: CancellationToken,
-    documents: tokio::task::JoinHandle<Result<(), abi_documents::run::RunError>>,
+    documents: Documents,
 }
 
-impl Setup {
-    pub async fn start() -> Self {
-        let server = NatsServer::start().await;
-        let project = unique_name("jobs");
-        let nats = async_nats::connect(server.url()).await.unwrap();
+/// Our document service in process over a SQLite file, checking tokens
+/// with `secret`, after the jobs stream of `project` exists.
+pub struct Documents {
+    _dir: tempfile::TempDir,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), abi_documents::run::RunError>>,
+}
+
+impl Documents {
+    pub async fn start(url: &str, project: &str, secret: &str) -> Self {
+        let nats = async_nats::connect(url).await.unwrap();
         abi_discovery::platform::prepare_module_streams(
-            &async_nats::jetstream::new(nats.clone()),
-            &project,
+            &async_nats::jetstream::new(nats),
+            project,
             1,
         )
         .await
@@ -49,9 +53,9 @@ impl Setup {
             .await
             .unwrap();
         let config = Valid {
-            nats: NatsSettings::plain(ServerList::parse(&server.url()).unwrap()),
+            nats: NatsSettings::plain(ServerList::parse(url).unwrap()),
             storage: Storage::Sqlite(path),
-            secret: Secret::new(SECRET),
+            secret: Secret::new(secret),
             admin_identities: vec!["api".into()],
             strict_namespaces: false,
             shutdown_grace: Duration::from_secs(5),
@@ -59,13 +63,30 @@ impl Setup {
             metrics_addr: None,
         };
         let stop = CancellationToken::new();
-        let documents = tokio::spawn(abi_documents::run::run_with(config, store, stop.clone()));
+        let task = tokio::spawn(abi_documents::run::run_with(config, store, stop.clone()));
+        Self {
+            _dir: dir,
+            stop,
+            task,
+        }
+    }
+
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+impl Setup {
+    pub async fn start() -> Self {
+        let server = NatsServer::start().await;
+        let project = unique_name("jobs");
+        let documents = Documents::start(&server.url(), &project, SECRET).await;
+        let nats = async_nats::connect(server.url()).await.unwrap();
         let setup = Self {
             server,
             project,
             nats,
-            _dir: dir,
-            stop,
             documents,
         };
         let probe = setup.client("probe", "none").run("none:1");
@@ -121,8 +142,7 @@ impl Setup {
     }
 
     pub async fn stop(self) {
-        self.stop.cancel();
-        self.documents.await.unwrap().unwrap();
+        self.documents.stop().await;
     }
 }
 

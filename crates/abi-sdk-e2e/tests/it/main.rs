@@ -11,6 +11,7 @@ mod jobs_fixture;
 mod jobs_handover;
 mod jobs_host;
 mod jobs_mixed_fleet;
+mod jobs_process;
 mod lease;
 mod rollout;
 mod runner_order;

@@ -41,6 +41,8 @@ pub(super) struct Parts<'a> {
     pub(super) token: Option<TokenSource>,
     pub(super) hosts: &'a [Arc<dyn Host>],
     pub(super) job_hosts: &'a [Arc<dyn Host>],
+    /// The host of the jobs declared with handlers, bound once registered.
+    pub(super) jobs: Option<Arc<crate::jobs::JobHost>>,
     pub(super) stop: CancellationToken,
     pub(super) local: Option<Arc<dyn LocalDiscovery>>,
 }
@@ -52,6 +54,8 @@ pub(super) struct Lifecycle<'a, M> {
     pub(super) config: &'a Config,
     pub(super) hosts: &'a [Arc<dyn Host>],
     pub(super) job_hosts: &'a [Arc<dyn Host>],
+    /// The host of the jobs declared with handlers, bound once registered.
+    pub(super) jobs: Option<Arc<crate::jobs::JobHost>>,
     /// A stop request (a signal or the caller's token); only ever that.
     pub(super) stop: CancellationToken,
     /// What the module sees as "stop taking work": cancelled by a stop
@@ -212,6 +216,11 @@ impl<M: Module> Lifecycle<'_, M> {
     ///
     /// [`RunErrorKind::Host`] from the first host that failed.
     pub(super) async fn prepare_hosts(&self) -> Result<(), RunError> {
+        if let Some(jobs) = &self.jobs {
+            jobs.bind_context(&self.cx).map_err(|e| {
+                RunError::new(RunErrorKind::Host, format!("host jobs: {e}")).with_source(e)
+            })?;
+        }
         for host in self.hosts {
             host.start()
                 .await

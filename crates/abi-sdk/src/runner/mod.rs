@@ -229,11 +229,16 @@ impl Runner {
             spec,
             config,
             hosts,
-            job_hosts,
+            mut job_hosts,
             stop,
             signals,
             local,
         } = self;
+        // The jobs declared with handlers, in one host that closes first.
+        let jobs = spec.job_handlers.host(spec.module_id());
+        if let Some(jobs) = &jobs {
+            job_hosts.insert(0, jobs.clone() as Arc<dyn Host>);
+        }
         let mut config = match config {
             Some(config) => config,
             None => Config::from_env(spec.module_id())?,
@@ -251,6 +256,7 @@ impl Runner {
             token,
             hosts: &hosts,
             job_hosts: &job_hosts,
+            jobs,
             stop,
             local,
         };

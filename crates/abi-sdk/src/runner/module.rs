@@ -58,6 +58,7 @@ pub trait Module: Send + Sync + 'static {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModuleSpec {
     pub(crate) descriptor: pb::ModuleDescriptor,
+    pub(crate) job_handlers: crate::jobs::host::JobHandlers,
 }
 
 impl ModuleSpec {
@@ -70,6 +71,7 @@ impl ModuleSpec {
                 contract_major: 1,
                 ..Default::default()
             },
+            job_handlers: crate::jobs::host::JobHandlers::default(),
         }
     }
 
@@ -108,6 +110,21 @@ impl ModuleSpec {
     #[must_use]
     pub fn job(mut self, job: pb::JobDescriptor) -> Self {
         self.descriptor.jobs.push(job);
+        self
+    }
+
+    /// Declares a job and serves it with `handler`: the runner hosts every
+    /// job declared this way in one [`crate::jobs::JobHost`] (started at the
+    /// reference's points, gated in a rollout), which needs discovery and
+    /// the document service.
+    #[must_use]
+    pub fn job_handler(
+        mut self,
+        spec: crate::jobs::JobSpec,
+        handler: impl crate::jobs::JobHandler,
+    ) -> Self {
+        self.descriptor.jobs.push(spec.to_descriptor());
+        self.job_handlers.push(spec, std::sync::Arc::new(handler));
         self
     }
 

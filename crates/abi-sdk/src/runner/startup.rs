@@ -40,6 +40,7 @@ impl<'a, M: Module> Lifecycle<'a, M> {
             token,
             hosts,
             job_hosts,
+            jobs,
             stop,
             local,
         } = parts;
@@ -100,6 +101,7 @@ impl<'a, M: Module> Lifecycle<'a, M> {
             config,
             hosts,
             job_hosts,
+            jobs,
             stop,
             stopping,
             lost,

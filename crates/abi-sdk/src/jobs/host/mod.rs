@@ -30,6 +30,9 @@ use crate::host::Host;
 
 pub use consumer::consumer_config;
 
+/// The part of a drain kept for writing handed-back records.
+const HANDBACK_SAVE_RESERVE: Duration = Duration::from_secs(1);
+
 /// How a host runs its jobs; defaults are the reference's (`job_host.py`).
 #[derive(Debug, Clone)]
 pub struct JobHostOptions {
@@ -97,8 +100,47 @@ pub(crate) struct Shared {
     pub(crate) tasks: TaskTracker,
 }
 
+/// The jobs a [`crate::ModuleSpec`] declares with handlers
+/// ([`crate::ModuleSpec::job_handler`]); compared by declaration only.
+#[derive(Clone, Default)]
+pub struct JobHandlers {
+    jobs: Vec<(JobSpec, Arc<dyn JobHandler>)>,
+}
+
+impl JobHandlers {
+    pub(crate) fn push(&mut self, spec: JobSpec, handler: Arc<dyn JobHandler>) {
+        self.jobs.push((spec, handler));
+    }
+
+    /// One host of every job, `None` when there is none.
+    pub(crate) fn host(&self, module_id: &str) -> Option<Arc<JobHost>> {
+        if self.jobs.is_empty() {
+            return None;
+        }
+        let mut host = JobHost::new(module_id);
+        host.jobs.clone_from(&self.jobs);
+        Some(Arc::new(host))
+    }
+}
+
+impl std::fmt::Debug for JobHandlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.jobs.iter().map(|(s, _)| s.name()))
+            .finish()
+    }
+}
+
+impl PartialEq for JobHandlers {
+    fn eq(&self, other: &Self) -> bool {
+        self.jobs.len() == other.jobs.len()
+            && self.jobs.iter().zip(&other.jobs).all(|(a, b)| a.0 == b.0)
+    }
+}
+
 /// Serves one module's jobs. Give it to the runner with
-/// [`crate::Runner::job_host`].
+/// [`crate::Runner::job_host`], or declare jobs with
+/// [`crate::ModuleSpec::job_handler`] and the runner hosts them.
 pub struct JobHost {
     module_id: String,
     jobs: Vec<(JobSpec, Arc<dyn JobHandler>)>,
@@ -176,6 +218,28 @@ impl JobHost {
             tasks: TaskTracker::new(),
         };
         let _ = self.shared.set(Arc::new(shared));
+    }
+
+    /// Binds the host to a running module: its NATS connection, its
+    /// documents, its project and its registration's instance id.
+    ///
+    /// # Errors
+    ///
+    /// [`JobHostError::Unbound`] without NATS, discovery or a registration
+    /// (jobs need the document service, reached through discovery's token).
+    pub fn bind_context(&self, cx: &crate::Context) -> Result<(), JobHostError> {
+        let (Some(nats), Some(documents), Some(discovery), Some(session)) =
+            (cx.nats(), cx.documents(), cx.discovery(), cx.session())
+        else {
+            return Err(JobHostError::Unbound);
+        };
+        self.bind(JobHostLinks {
+            nats: nats.clone(),
+            documents,
+            project: discovery.project().to_owned(),
+            instance_id: session.instance_id().to_owned(),
+        });
+        Ok(())
     }
 
     /// The declared descriptors, for the module's discovery descriptor.
@@ -270,7 +334,8 @@ impl JobHost {
             return;
         };
         shared.fetching.cancel();
-        let reserve = shared.options.handback_grace * 2;
+        // What a hand-back needs: the handler's grace, then one record write.
+        let reserve = shared.options.handback_grace + HANDBACK_SAVE_RESERVE;
         shared.tasks.close();
         let waited = tokio::time::timeout(timeout.saturating_sub(reserve), shared.tasks.wait());
         if waited.await.is_err() {

@@ -1,0 +1,46 @@
+//! A module process serving one job, `ingest`, declared with
+//! `ModuleSpec::job_handler`, for the job tests that need a real process and
+//! real signals. Configured by the SDK's own variables (`NATS_URL`,
+//! `ABI_PROJECT`, `ABI_MODULE_KEY`, `ABI_SHUTDOWN_GRACE_SECS`, ...) plus
+//! `E2E_ID` (module id) and `E2E_JOB_BLOCK=1` (a `{"block": true}` payload
+//! then waits until the run is cancelled or handed back; else it returns its payload).
+//!
+//! Prints `EVENT run <run_id>` when a handler starts. Exit code 0 after a
+//! clean stop, 1 otherwise.
+
+use abi_sdk::jobs::{JobContext, JobError, JobSpec};
+use abi_sdk::{Module, ModuleSpec, Runner};
+
+struct JobModule;
+
+impl Module for JobModule {}
+
+#[tokio::main]
+async fn main() {
+    let _ = abi_process::logs::init("off");
+    let id = std::env::var("E2E_ID").unwrap_or_else(|_| "jobs".into());
+    let block = std::env::var("E2E_JOB_BLOCK").is_ok_and(|v| v == "1");
+    let spec = match JobSpec::new("ingest") {
+        Ok(spec) => spec,
+        Err(err) => {
+            println!("EVENT exit error {err}");
+            std::process::exit(1);
+        }
+    };
+    let handler = move |cx: JobContext| async move {
+        println!("EVENT run {}", cx.run_id());
+        if block && cx.payload()["block"].as_bool() == Some(true) {
+            cx.cancelled().cancelled().await;
+            return Err(JobError::new("CancelledError", "stopped"));
+        }
+        Ok(cx.payload().clone())
+    };
+    let spec = ModuleSpec::new(&id).job_handler(spec, handler);
+    match Runner::new(spec).run(JobModule).await {
+        Ok(()) => println!("EVENT exit ok"),
+        Err(err) => {
+            println!("EVENT exit error {:?} {err}", err.kind());
+            std::process::exit(1);
+        }
+    }
+}
