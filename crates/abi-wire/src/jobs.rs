@@ -78,6 +78,53 @@ pub fn completion_notice(run_id: &str, status: &str) -> String {
     )
 }
 
+/// A schedule message's schedule: a cron, or `@every <interval>`.
+pub const SCHEDULE_HEADER: &str = "Nats-Schedule";
+/// A cron schedule's time zone (only when set).
+pub const SCHEDULE_TIME_ZONE_HEADER: &str = "Nats-Schedule-Time-Zone";
+/// Where a schedule's ticks are stored: the job's trigger subject.
+pub const SCHEDULE_TARGET_HEADER: &str = "Nats-Schedule-Target";
+/// How long each tick waits in the stream (`"<n>s"`).
+pub const SCHEDULE_TTL_HEADER: &str = "Nats-Schedule-TTL";
+/// Set by the server on a tick: the schedule subject that produced it.
+pub const SCHEDULER_HEADER: &str = "Nats-Scheduler";
+/// The trigger kind of schedule ticks.
+pub const SCHEDULE_TRIGGER: &str = "schedule";
+/// The headers that make two schedule messages the same schedule (the
+/// reference's `SCHEDULE_HEADERS`): anything else is NATS's own.
+pub const SCHEDULE_HEADERS: [&str; 6] = [
+    SCHEDULE_HEADER,
+    SCHEDULE_TIME_ZONE_HEADER,
+    SCHEDULE_TARGET_HEADER,
+    SCHEDULE_TTL_HEADER,
+    TRIGGER_HEADER,
+    INPUT_HASH_HEADER,
+];
+/// The longest a scheduled tick waits for a host.
+pub const MAX_SCHEDULED_TICK_TTL_SECS: u64 = 3600;
+/// The shortest an `@every` tick waits for a host.
+pub const MIN_EVERY_TICK_TTL_SECS: u64 = 60;
+
+/// A schedule's `Abi-Job-Input-Hash`: `sha256(canonical input)[:32]`.
+pub fn input_hash(canonical_input: &str) -> String {
+    hex::encode(Sha256::digest(canonical_input.as_bytes()))[..32].to_owned()
+}
+
+/// The `Nats-Schedule-TTL` of a schedule's ticks (`scheduled_tick_ttl`):
+/// an `@every` of `interval_secs` keeps its ticks that long, clamped to
+/// 60..=3600 s; a cron (`None`) keeps them 3600 s.
+pub fn schedule_tick_ttl(every_interval_secs: Option<f64>) -> String {
+    let ttl = match every_interval_secs {
+        Some(secs) => secs.clamp(
+            MIN_EVERY_TICK_TTL_SECS as f64,
+            MAX_SCHEDULED_TICK_TTL_SECS as f64,
+        ),
+        None => MAX_SCHEDULED_TICK_TTL_SECS as f64,
+    };
+    // Python's int(): truncation toward zero of a value in 60..=3600.
+    format!("{}s", ttl as u64)
+}
+
 /// The reference's `_hash(*values)`: hex SHA-256 of the values as a
 /// Python-`json.dumps`ed list.
 pub fn hash(values: &[&str]) -> String {
@@ -229,6 +276,12 @@ mod tests {
         );
         assert_eq!(stream("default"), "ABI_JOBS_default");
         assert_eq!(run_id("ingest", 42), "ingest:42");
+        // naas_abi_sdk: Every("10s", input={"a": 1}).input_hash, scheduled_tick_ttl.
+        assert_eq!(input_hash(r#"{"a":1}"#), "015abd7f5cc57a2dd94b7590f04ad808");
+        assert_eq!(schedule_tick_ttl(Some(10.0)), "60s");
+        assert_eq!(schedule_tick_ttl(Some(90.5)), "90s");
+        assert_eq!(schedule_tick_ttl(Some(7200.0)), "3600s");
+        assert_eq!(schedule_tick_ttl(None), "3600s");
         assert_eq!(
             nak_with_delay(std::time::Duration::from_secs(5)),
             br#"-NAK {"delay": 5000000000}"#

@@ -82,7 +82,7 @@ fn payload(body: &[u8]) -> serde_json::Value {
 
 /// Whether the trigger's `Nats-TTL` ends within `within` of now.
 fn expires_within(msg: &Message, stored_nanos: i128, within: Duration) -> bool {
-    let Some(ttl) = header(msg, "Nats-TTL") else {
+    let Some(ttl) = header(msg, wire::TTL_HEADER) else {
         return false;
     };
     let lifetime = if ttl.bytes().all(|b| b.is_ascii_digit()) {
@@ -200,7 +200,7 @@ async fn run_attempt(
             .unwrap_or_else(|| "manual".into())
             .into(),
     );
-    if let Some(scheduler) = header(&msg, "Nats-Scheduler") {
+    if let Some(scheduler) = header(&msg, wire::SCHEDULER_HEADER) {
         trigger.insert("scheduler".into(), scheduler.into());
     }
     let trigger = serde_json::Value::Object(trigger);

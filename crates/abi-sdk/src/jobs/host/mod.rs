@@ -6,13 +6,16 @@
 //! Files: `consumer.rs` (the consumer config, byte-identical to the
 //! reference's), `fetch.rs` (one loop per job), `delivery.rs` (one trigger,
 //! from its run record to its ack), `record.rs` (compare-and-swap writes
-//! and the fence), `runs.rs` (what is running here: cancel, hand back).
+//! and the fence), `runs.rs` (what is running here: cancel, hand back),
+//! `schedules.rs` (one schedule message per Cron/Every, never republished
+//! unchanged).
 
 mod consumer;
 mod delivery;
 mod fetch;
 mod record;
 mod runs;
+mod schedules;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -285,7 +288,7 @@ impl JobHost {
     }
 
     /// Ensures the runs collection, creates or updates every consumer,
-    /// subscribes the cancel subject and starts the fetch loops.
+    /// reconciles the schedules, subscribes the cancel subject and starts the fetch loops.
     ///
     /// # Errors
     ///
@@ -297,6 +300,7 @@ impl JobHost {
         let mut consumers = Vec::new();
         for job in &jobs {
             consumers.push(consumer::create_or_update(&shared, job).await?);
+            schedules::reconcile(&shared, job).await?;
         }
         if let Some(job) = jobs.first() {
             let mut cancels = shared
