@@ -209,3 +209,47 @@ async fn a_run_past_its_timeout_is_timed_out_and_a_cancelled_run_is_cancelled() 
     other.close_now().await;
     setup.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_creates_missing_consumers_only_and_start_updates_them() {
+    let setup = Setup::start().await;
+    let js = async_nats::jetstream::new(setup.nats.clone());
+    let stream = js.get_stream(jobs::stream(&setup.project)).await.unwrap();
+    let subjects = jobs::JobSubjects::new(&setup.project, MODULE, "ingest");
+    let max_ack_pending = || async {
+        stream
+            .consumer_info(subjects.consumer())
+            .await
+            .unwrap()
+            .config
+            .max_ack_pending
+    };
+    // Another generation's consumer, at another concurrency.
+    let older = abi_sdk::jobs::host::consumer_config(&subjects, 5, Duration::from_secs(30));
+    stream.create_consumer(older).await.unwrap();
+    let host = abi_sdk::jobs::JobHost::new(MODULE)
+        .job(JobSpec::new("ingest").unwrap(), |_cx| async {
+            Ok(json!(null))
+        });
+    host.bind(setup.links(MODULE, "rust-1"));
+    host.prepare_consumers().await.unwrap();
+    assert_eq!(max_ack_pending().await, 5, "prepare never updates");
+    host.start_serving().await.unwrap();
+    assert_eq!(
+        max_ack_pending().await,
+        1,
+        "start updates to this code's limits"
+    );
+    host.close_now().await;
+
+    // A missing consumer is created by prepare.
+    let host = abi_sdk::jobs::JobHost::new(MODULE)
+        .job(JobSpec::new("other").unwrap(), |_cx| async {
+            Ok(json!(null))
+        });
+    host.bind(setup.links(MODULE, "rust-1"));
+    host.prepare_consumers().await.unwrap();
+    let other = jobs::JobSubjects::new(&setup.project, MODULE, "other").consumer();
+    assert!(stream.consumer_info(other).await.is_ok());
+    setup.stop().await;
+}
