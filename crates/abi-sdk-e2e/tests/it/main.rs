@@ -12,6 +12,7 @@ mod jobs_handover;
 mod jobs_host;
 mod jobs_mixed_fleet;
 mod jobs_process;
+mod jobs_reaper;
 mod jobs_schedules;
 mod lease;
 mod rollout;

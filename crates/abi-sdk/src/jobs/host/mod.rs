@@ -13,6 +13,7 @@
 mod consumer;
 mod delivery;
 mod fetch;
+mod reaper;
 mod record;
 mod runs;
 mod schedules;
@@ -52,6 +53,10 @@ pub struct JobHostOptions {
     /// On close, how long a cancelled handler may take to stop before it is
     /// aborted and its run handed back (default 2 s).
     pub handback_grace: Duration,
+    /// A RUNNING run without a heartbeat this long is lost (default 300 s).
+    pub lost_after: Duration,
+    /// How often the reaper looks for lost runs, first at start (default 10 min).
+    pub upkeep_interval: Duration,
 }
 
 impl Default for JobHostOptions {
@@ -63,6 +68,8 @@ impl Default for JobHostOptions {
             backoff_base: Duration::from_secs(5),
             max_backoff: Duration::from_secs(300),
             handback_grace: Duration::from_secs(2),
+            lost_after: Duration::from_secs(300),
+            upkeep_interval: Duration::from_secs(600),
         }
     }
 }
@@ -250,6 +257,17 @@ impl JobHost {
         self.jobs.iter().map(|(s, _)| s.to_descriptor()).collect()
     }
 
+    /// One reaper pass now (it also runs at start and every
+    /// `upkeep_interval`): fails the runs nothing will finish; returns how many.
+    ///
+    /// # Errors
+    ///
+    /// [`JobHostError`] when the document service or JetStream fails.
+    pub async fn reap_lost_runs(&self) -> Result<usize, JobHostError> {
+        let shared = self.shared()?;
+        reaper::reap(shared, &self.jobs(shared)).await
+    }
+
     /// How many runs this host is running now.
     pub fn running(&self) -> usize {
         self.shared.get().map_or(0, |s| s.runs.len())
@@ -319,6 +337,20 @@ impl JobHost {
                             Some(msg) => runs_shared.runs.cancel(&String::from_utf8_lossy(&msg.payload)),
                             None => break,
                         },
+                    }
+                }
+            });
+        }
+        if !jobs.is_empty() {
+            let (upkeep, upkeep_jobs) = (shared.clone(), jobs.clone());
+            self.loops.spawn(async move {
+                loop {
+                    if let Err(err) = reaper::reap(&upkeep, &upkeep_jobs).await {
+                        warn!(error = %err, "job run upkeep failed; retrying");
+                    }
+                    tokio::select! {
+                        () = upkeep.closing.cancelled() => break,
+                        () = tokio::time::sleep(upkeep.options.upkeep_interval) => {}
                     }
                 }
             });

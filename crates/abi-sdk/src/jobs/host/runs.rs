@@ -38,6 +38,10 @@ impl Runs {
         self.lock().remove(run_id);
     }
 
+    pub(super) fn contains(&self, run_id: &str) -> bool {
+        self.lock().contains_key(run_id)
+    }
+
     pub(super) fn len(&self) -> usize {
         self.lock().len()
     }

@@ -1,0 +1,171 @@
+//! The reaper of lost runs (the reference's `reap_lost_runs`): runs nothing
+//! will finish are FAILED, compare-and-swap on the version read, so a run
+//! whose host is alive (it heartbeats, bumping the version) is never touched.
+//!
+//! - RUNNING on its last attempt, no heartbeat for `lost_after`: its host
+//!   stopped and no attempt is left.
+//! - RUNNING with attempts left and no heartbeat as long, or RETRYING past
+//!   its retry time, whose trigger left the stream: nothing can redeliver it.
+
+use abi_document_model::{Data, Datetime, FindQuery, Predicate, Value};
+use abi_wire::jobs as wire;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use tracing::{info, warn};
+
+use super::{Job, JobHostError, Shared};
+use crate::CallErrorKind;
+
+/// Most active runs one pass reads per job (the reference's page).
+const PAGE: i64 = 1000;
+
+fn text(data: &Data, key: &str) -> String {
+    match data.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        _ => String::new(),
+    }
+}
+
+fn int(data: &Data, key: &str, default: i64) -> i64 {
+    match data.get(key) {
+        Some(Value::Int(n)) => *n,
+        _ => default,
+    }
+}
+
+/// One pass over `jobs`; returns how many runs it failed.
+pub(super) async fn reap(shared: &Shared, jobs: &[Job]) -> Result<usize, JobHostError> {
+    let now = Datetime::now();
+    let now_iso = now.isoformat();
+    let lost_micros = i64::try_from(shared.options.lost_after.as_micros()).unwrap_or(i64::MAX);
+    let cutoff = Datetime::from_unix_micros(now.unix_micros().saturating_sub(lost_micros))
+        .unwrap_or(now)
+        .isoformat();
+    let mut reaped = 0;
+    for job in jobs {
+        let query = FindQuery {
+            where_: vec![
+                Predicate::new("job", "eq", job.spec.name()),
+                Predicate::new(
+                    "status",
+                    "in",
+                    Value::List(vec!["RUNNING".into(), "RETRYING".into()]),
+                ),
+            ],
+            limit: PAGE,
+            ..FindQuery::default()
+        };
+        let page = shared
+            .links
+            .documents
+            .find(&shared.collection, query)
+            .await?;
+        for doc in page.items {
+            if shared.runs.contains(&doc.id) {
+                continue;
+            }
+            let Some(error) = lost(shared, job, &doc.id, &doc.data, &now_iso, &cutoff).await?
+            else {
+                continue;
+            };
+            let mut data = doc.data.clone();
+            data.insert("status".into(), "FAILED".into());
+            data.insert("error".into(), error.into());
+            data.insert("finished_at".into(), now_iso.as_str().into());
+            match shared
+                .links
+                .documents
+                .put(&shared.collection, &doc.id, data, Some(doc.version))
+                .await
+            {
+                Ok(_) => {
+                    reaped += 1;
+                    info!(run_id = %doc.id, "lost job run failed");
+                    let notice = wire::completion_notice(&doc.id, "FAILED");
+                    if let Err(err) = shared
+                        .links
+                        .nats
+                        .publish(job.subjects.done(), notice.into())
+                        .await
+                    {
+                        warn!(run_id = %doc.id, error = %err, "could not publish a job completion");
+                    }
+                }
+                // Its host is alive after all, or another replica reaped it.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        CallErrorKind::VersionConflict | CallErrorKind::DocumentNotFound
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(reaped)
+}
+
+/// Why nothing will finish this run, or `None` while something still can.
+async fn lost(
+    shared: &Shared,
+    job: &Job,
+    run_id: &str,
+    data: &Data,
+    now: &str,
+    cutoff: &str,
+) -> Result<Option<String>, JobHostError> {
+    let mut last_seen = text(data, "heartbeat_at");
+    if last_seen.is_empty() {
+        last_seen = text(data, "started_at");
+    }
+    let error = if text(data, "status") == "RETRYING" {
+        let mut due = text(data, "retry_at");
+        if due.is_empty() {
+            due.clone_from(&last_seen);
+        }
+        // Timestamps compare as strings, as the reference compares them.
+        if due.is_empty() || due.as_str() > now {
+            return Ok(None);
+        }
+        "Trigger expired before it could be retried".to_owned()
+    } else {
+        if last_seen.is_empty() || last_seen.as_str() >= cutoff {
+            return Ok(None);
+        }
+        let lost = format!("Lost: no heartbeat since {last_seen}");
+        if int(data, "attempt", 1) >= int(data, "max_attempts", 1) {
+            return Ok(Some(format!(
+                "{lost} (its host stopped before the run finished)"
+            )));
+        }
+        format!("{lost}, and its trigger expired before it could be retried")
+    };
+    Ok(trigger_gone(shared, job, run_id, data)
+        .await?
+        .then_some(error))
+}
+
+/// Whether the run's trigger message left the jobs stream.
+async fn trigger_gone(
+    shared: &Shared,
+    job: &Job,
+    run_id: &str,
+    data: &Data,
+) -> Result<bool, JobHostError> {
+    let sequence = match data.get("sequence") {
+        Some(Value::Int(n)) if *n > 0 => u64::try_from(*n).ok(),
+        _ => wire::parse_run_id(run_id).map(|(_, seq)| seq),
+    };
+    let Some(sequence) = sequence else {
+        return Ok(false);
+    };
+    let stream = shared
+        .js
+        .get_stream(&shared.stream)
+        .await
+        .map_err(|e| JobHostError::JetStream(e.to_string()))?;
+    match stream.get_raw_message(sequence).await {
+        // A recreated stream reuses sequences: another job's message is not its trigger.
+        Ok(stored) => Ok(stored.subject.as_str() != job.subjects.trigger()),
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(true),
+        Err(e) => Err(JobHostError::JetStream(e.to_string())),
+    }
+}
