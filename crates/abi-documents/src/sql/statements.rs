@@ -15,6 +15,9 @@ pub enum CatalogLock {
     Share,
     /// `FOR UPDATE`: declaring or dropping the collection.
     Exclusive,
+    /// No lock: a lookup outside a transaction (a single-document read,
+    /// which needs no snapshot of the catalog beyond its own statement).
+    None,
 }
 
 fn text(value: &str) -> SqlParam {
@@ -30,6 +33,7 @@ impl Compiler<'_> {
             (false, _) => "",
             (true, CatalogLock::Share) => " FOR SHARE",
             (true, CatalogLock::Exclusive) => " FOR UPDATE",
+            (true, CatalogLock::None) => "",
         };
         Statement::new(
             format!(

@@ -313,6 +313,17 @@ async fn query_cached(
     tx.query(&prepared, &refs).await.translated()
 }
 
+/// [`query_cached`] on a pooled connection outside a transaction.
+async fn client_query_cached(
+    conn: &Object,
+    statement: &Statement,
+) -> Result<Vec<Row>, DocumentError> {
+    let prepared = conn.prepare_cached(&statement.sql).await.translated()?;
+    let params: Vec<TextParam> = statement.params.iter().map(TextParam::new).collect();
+    let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+    conn.query(&prepared, &refs).await.translated()
+}
+
 /// Runs a statement for its effect.
 async fn execute(
     tx: &deadpool_postgres::Transaction<'_>,
@@ -597,21 +608,35 @@ impl DocumentStore for PostgresStore {
         id: &str,
     ) -> Result<Document, DocumentError> {
         validate_name(id)?;
-        let mut conn = self.connection().await?;
-        let tx = conn.transaction().await.translated()?;
-        self.require_collection(&tx, namespace, collection, CatalogLock::Share)
-            .await?;
-        let rows = query_cached(&tx, &self.compiler().get(namespace, collection, id)).await?;
-        let doc = match rows.first() {
-            Some(row) => document(row)?,
-            None => {
-                return Err(DocumentError::DocumentNotFound(format!(
-                    "Document {collection}/{id} does not exist"
-                )));
-            }
-        };
-        tx.commit().await.translated()?;
-        Ok(doc)
+        validate_name(namespace)?;
+        validate_name(collection)?;
+        // A read takes no lock and writes nothing: the catalog check and the
+        // document travel together on one connection (tokio-postgres
+        // pipelines them: one round trip), each in its own implicit
+        // transaction. A concurrent drop makes either answer possible, as it
+        // would a moment earlier or later; a transaction with a row lock, as
+        // the reference takes, would cost three more round trips and a WAL
+        // flush on every read.
+        let conn = self.connection().await?;
+        let spec = self
+            .compiler()
+            .select_spec(namespace, collection, CatalogLock::None);
+        let get = self.compiler().get(namespace, collection, id);
+        let (catalog, rows) = futures::try_join!(
+            client_query_cached(&conn, &spec),
+            client_query_cached(&conn, &get)
+        )?;
+        if catalog.is_empty() {
+            return Err(DocumentError::CollectionNotFound(format!(
+                "Collection {namespace}.{collection} does not exist"
+            )));
+        }
+        match rows.first() {
+            Some(row) => document(row),
+            None => Err(DocumentError::DocumentNotFound(format!(
+                "Document {collection}/{id} does not exist"
+            ))),
+        }
     }
 
     async fn delete(
