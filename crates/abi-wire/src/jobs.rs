@@ -27,6 +27,10 @@ pub const MANUAL_TRIGGER_TTL: &str = "168h";
 pub const EVENT_TRIGGER_TTL: &str = "24h";
 /// The object store large trigger payloads travel through (claim checks).
 pub const CLAIM_CHECK_BUCKET: &str = "abi_claim_checks";
+/// The header naming a claim-checked payload's object (its body is empty).
+pub const CLAIM_CHECK_HEADER: &str = "Abi-Claim-Check";
+/// The header of a claim-checked payload's size in bytes.
+pub const CLAIM_CHECK_SIZE_HEADER: &str = "Abi-Claim-Check-Size";
 /// How long a claim-checked payload is kept (the reference's 7 days).
 pub const CLAIM_CHECK_TTL_SECS: u64 = 7 * 24 * 3600;
 /// The claim-check store's description (the reference's).

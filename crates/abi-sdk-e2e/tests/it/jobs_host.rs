@@ -253,3 +253,41 @@ async fn prepare_creates_missing_consumers_only_and_start_updates_them() {
     assert!(stream.consumer_info(other).await.is_ok());
     setup.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_checked_payload_is_read_back_from_the_object_store() {
+    let setup = Setup::start().await;
+    let (host, _) = setup
+        .host(MODULE, "rust-1", JobSpec::new("ingest").unwrap(), fast())
+        .await;
+    let js = async_nats::jetstream::new(setup.nats.clone());
+    let store = js.get_object_store(jobs::CLAIM_CHECK_BUCKET).await.unwrap();
+    let body = serde_json::to_vec(&json!({"big": "x".repeat(10_000)})).unwrap();
+    let name = "0123456789abcdef0123456789abcdef";
+    store.put(name, &mut body.as_slice()).await.unwrap();
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(jobs::TRIGGER_HEADER, "manual");
+    headers.insert(jobs::CLAIM_CHECK_HEADER, name);
+    headers.insert(
+        jobs::CLAIM_CHECK_SIZE_HEADER,
+        body.len().to_string().as_str(),
+    );
+    let subjects = jobs::JobSubjects::new(&setup.project, MODULE, "ingest");
+    let ack = js
+        .publish_with_headers(subjects.trigger(), headers, Vec::new().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let run = setup
+        .client(MODULE, "ingest")
+        .run(jobs::run_id("ingest", ack.sequence));
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "SUCCEEDED");
+    assert_eq!(
+        record.to_json()["payload"]["big"].as_str().unwrap().len(),
+        10_000
+    );
+    host.close_now().await;
+    setup.stop().await;
+}

@@ -67,19 +67,6 @@ fn header(msg: &Message, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// The payload as the reference reads it: `{}` when empty, an object as is,
-/// another JSON value as `{"value": v}`, anything else as `{"raw": text}`.
-fn payload(body: &[u8]) -> serde_json::Value {
-    if body.is_empty() {
-        return serde_json::json!({});
-    }
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(v @ serde_json::Value::Object(_)) => v,
-        Ok(v) => serde_json::json!({ "value": v }),
-        Err(_) => serde_json::json!({ "raw": String::from_utf8_lossy(body) }),
-    }
-}
-
 /// Whether the trigger's `Nats-TTL` ends within `within` of now.
 fn expires_within(msg: &Message, stored_nanos: i128, within: Duration) -> bool {
     let Some(ttl) = header(msg, wire::TTL_HEADER) else {
@@ -204,7 +191,14 @@ async fn run_attempt(
         trigger.insert("scheduler".into(), scheduler.into());
     }
     let trigger = serde_json::Value::Object(trigger);
-    let payload = payload(&msg.payload);
+    let payload = match super::payload::read(shared, &msg).await {
+        Ok(payload) => payload,
+        Err(err) => {
+            error!(run_id = %run_id, delivery, error = %err, "job payload unreadable; redelivering later");
+            let delay = backoff(shared, delivery);
+            return reply(shared, &msg, &wire::nak_with_delay(delay)).await;
+        }
+    };
     let started_at = now_iso();
     let mut fields = Data::new();
     let mut put = |k: &str, v: Value| {

@@ -13,6 +13,7 @@
 mod consumer;
 mod delivery;
 mod fetch;
+mod payload;
 mod reaper;
 mod record;
 mod runs;

@@ -1,0 +1,74 @@
+//! A trigger's payload as the reference reads it: the body, read back from
+//! the claim-check object store when the trigger carries a reference, then
+//! parsed (`{}` when empty, an object as is, another JSON value as
+//! `{"value": v}`, anything else as `{"raw": text}`).
+
+use abi_wire::jobs as wire;
+use async_nats::jetstream::Message;
+use tokio::io::AsyncReadExt as _;
+
+use super::Shared;
+
+/// Why a payload could not be read (the delivery is deferred).
+#[derive(Debug, thiserror::Error)]
+#[error("claim check {name}: {reason}")]
+pub(super) struct PayloadError {
+    name: String,
+    reason: String,
+}
+
+/// The trigger's payload.
+pub(super) async fn read(
+    shared: &Shared,
+    msg: &Message,
+) -> Result<serde_json::Value, PayloadError> {
+    let name = msg
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(wire::CLAIM_CHECK_HEADER))
+        .map(|v| v.as_str().to_owned())
+        .filter(|v| !v.is_empty());
+    let Some(name) = name else {
+        return Ok(parse(&msg.payload));
+    };
+    let fail = |reason: String| PayloadError {
+        name: name.clone(),
+        reason,
+    };
+    let store = shared
+        .js
+        .get_object_store(wire::CLAIM_CHECK_BUCKET)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let mut object = store.get(&name).await.map_err(|e| fail(e.to_string()))?;
+    let mut body = Vec::new();
+    object
+        .read_to_end(&mut body)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(parse(&body))
+}
+
+fn parse(body: &[u8]) -> serde_json::Value {
+    if body.is_empty() {
+        return serde_json::json!({});
+    }
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(v @ serde_json::Value::Object(_)) => v,
+        Ok(v) => serde_json::json!({ "value": v }),
+        Err(_) => serde_json::json!({ "raw": String::from_utf8_lossy(body) }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_parse_as_the_references() {
+        assert_eq!(parse(b""), serde_json::json!({}));
+        assert_eq!(parse(b"[1]"), serde_json::json!({"value": [1]}));
+        assert_eq!(parse(b"{\"a\":1}"), serde_json::json!({"a": 1}));
+        assert_eq!(parse(b"not json"), serde_json::json!({"raw": "not json"}));
+    }
+}
