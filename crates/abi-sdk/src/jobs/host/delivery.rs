@@ -44,12 +44,17 @@ pub(super) async fn hand_back_unstarted(shared: &Shared, msg: &Message) {
 }
 
 fn backoff(shared: &Shared, attempt: u32) -> Duration {
+    backoff_delay(
+        shared.options.backoff_base,
+        shared.options.max_backoff,
+        attempt,
+    )
+}
+
+/// `min(base * 2^(attempt-1), max)`: the reference's retry delay.
+fn backoff_delay(base: Duration, max: Duration, attempt: u32) -> Duration {
     let exp = attempt.saturating_sub(1).min(31);
-    shared
-        .options
-        .backoff_base
-        .saturating_mul(1u32 << exp)
-        .min(shared.options.max_backoff)
+    base.saturating_mul(1u32 << exp).min(max)
 }
 
 fn text(data: &Data, key: &str) -> Option<String> {
@@ -499,4 +504,43 @@ async fn defer(
     let delay = backoff(shared, delivery);
     error!(run_id = %run_id, delivery, error = %err, "job run could not start; redelivering later");
     reply(shared, msg, &wire::nak_with_delay(delay)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_as_the_references() {
+        let (base, max) = (Duration::from_secs(5), Duration::from_secs(300));
+        let delays: Vec<u64> = (1..=8)
+            .map(|a| backoff_delay(base, max, a).as_secs())
+            .collect();
+        assert_eq!(delays, [5, 10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(backoff_delay(base, max, 100), max);
+    }
+
+    #[test]
+    fn timeouts_print_as_percent_g() {
+        assert_eq!(seconds_g(Duration::from_secs(600)), "600");
+        assert_eq!(seconds_g(Duration::from_millis(300)), "0.3");
+        assert_eq!(seconds_g(Duration::from_millis(90_500)), "90.5");
+    }
+
+    #[test]
+    fn results_past_64_kib_become_a_preview() {
+        let small = serde_json::json!({"a": [1, 2]});
+        assert_eq!(result_value(&small), to_doc(&small));
+        let big = serde_json::json!({"a": "x".repeat(70_000)});
+        let Value::Object(preview) = result_value(&big) else {
+            panic!("a preview object");
+        };
+        assert_eq!(preview["truncated"], Value::Bool(true));
+        let Value::String(text) = &preview["preview"] else {
+            panic!("preview text");
+        };
+        assert_eq!(text.len(), 2000);
+        assert!(text.starts_with("{\"a\": \"xxx"));
+    }
 }
