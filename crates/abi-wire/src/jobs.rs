@@ -21,6 +21,8 @@ pub const JOB_KINDS: [&str; 2] = ["job", "workflow"];
 pub const TTL_HEADER: &str = "Nats-TTL";
 /// The [`TRIGGER_HEADER`] value of a trigger a caller sent.
 pub const MANUAL_TRIGGER: &str = "manual";
+/// The trigger kind of bridged events.
+pub const EVENT_TRIGGER: &str = "event";
 /// How long a manual trigger waits in the stream for a host (`Nats-TTL`).
 pub const MANUAL_TRIGGER_TTL: &str = "168h";
 /// How long an event trigger waits in the stream for a host.

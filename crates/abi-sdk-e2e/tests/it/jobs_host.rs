@@ -291,3 +291,71 @@ async fn a_claim_checked_payload_is_read_back_from_the_object_store() {
     host.close_now().await;
     setup.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_the_filter_keeps_become_one_run_each() {
+    let setup = Setup::start().await;
+    let spec = JobSpec::new("on_order")
+        .unwrap()
+        .trigger(
+            abi_sdk::jobs::Trigger::on_event(
+                "orders.created",
+                Some(&json!({"status": ["paid"], "amount": {"gt": 10}})),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let (host, _) = setup.host(MODULE, "rust-1", spec, fast()).await;
+    let subjects = jobs::JobSubjects::new(&setup.project, MODULE, "on_order");
+    let mut done = setup.nats.subscribe(subjects.done()).await.unwrap();
+    let event = |id: &str, body: serde_json::Value| {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+        (headers, serde_json::to_vec(&body).unwrap())
+    };
+    // Kept, the same event again (one run), rejected by the filter, kept.
+    for (id, body) in [
+        ("e1", json!({"status": "paid", "amount": 12})),
+        ("e1", json!({"status": "paid", "amount": 12})),
+        ("e2", json!({"status": "open", "amount": 99})),
+        ("e3", json!({"status": "paid", "amount": 50})),
+    ] {
+        let (headers, body) = event(id, body);
+        setup
+            .nats
+            .publish_with_headers("orders.created", headers, body.into())
+            .await
+            .unwrap();
+    }
+    setup.nats.flush().await.unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let notice = tokio::time::timeout(DEADLINE, futures::StreamExt::next(&mut done))
+            .await
+            .unwrap()
+            .unwrap();
+        let notice: serde_json::Value = serde_json::from_slice(&notice.payload).unwrap();
+        runs.push(notice["run_id"].as_str().unwrap().to_owned());
+    }
+    runs.sort_by_key(|r| jobs::parse_run_id(r).unwrap().1);
+    let (first, second) = (
+        jobs::parse_run_id(&runs[0]).unwrap().1,
+        jobs::parse_run_id(&runs[1]).unwrap().1,
+    );
+    assert_eq!(
+        second,
+        first + 1,
+        "the duplicate and the rejected event stored nothing"
+    );
+    let job = setup.client(MODULE, "on_order");
+    let record = job.run(runs[0].clone()).status().await.unwrap().to_json();
+    assert_eq!(record["trigger"], json!({"kind": "event"}));
+    assert_eq!(
+        record["payload"],
+        json!({"subject": "orders.created", "data": {"status": "paid", "amount": 12}})
+    );
+    let record = job.run(runs[1].clone()).status().await.unwrap().to_json();
+    assert_eq!(record["payload"]["data"]["amount"], 50);
+    host.close_now().await;
+    setup.stop().await;
+}

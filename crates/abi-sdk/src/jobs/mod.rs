@@ -11,6 +11,7 @@
 
 pub mod client;
 mod context;
+mod event_filter;
 pub mod host;
 mod json;
 pub mod record;

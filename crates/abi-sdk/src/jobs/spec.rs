@@ -132,16 +132,18 @@ impl Trigger {
     ///
     /// # Errors
     ///
-    /// A filter that is not a JSON object.
+    /// A filter the reference's `event_filter.validate` refuses, with its message.
     pub fn on_event(
         subject: &str,
         filter: Option<&serde_json::Value>,
     ) -> Result<Self, JobSpecError> {
         let filter = match filter {
-            None => String::new(),
+            None | Some(serde_json::Value::Null) => String::new(),
             Some(serde_json::Value::Object(map)) if map.is_empty() => String::new(),
-            Some(value @ serde_json::Value::Object(_)) => abi_pyjson::dumps_default(&to_py(value)),
-            Some(_) => return refuse("An event filter must be a dict"),
+            Some(value) => {
+                super::event_filter::validate(value).map_err(JobSpecError)?;
+                abi_pyjson::dumps_default(&to_py(value))
+            }
         };
         Ok(Self::OnEvent {
             subject: subject.to_owned(),

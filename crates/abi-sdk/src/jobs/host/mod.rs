@@ -8,10 +8,12 @@
 //! from its run record to its ack), `record.rs` (compare-and-swap writes
 //! and the fence), `runs.rs` (what is running here: cancel, hand back),
 //! `schedules.rs` (one schedule message per Cron/Every, never republished
-//! unchanged).
+//! unchanged), `events.rs` (OnEvent bridges), `reaper.rs` (lost runs),
+//! `payload.rs` (claim checks).
 
 mod consumer;
 mod delivery;
+mod events;
 mod fetch;
 mod payload;
 mod reaper;
@@ -307,7 +309,7 @@ impl JobHost {
     }
 
     /// Ensures the runs collection, creates or updates every consumer,
-    /// reconciles the schedules, subscribes the cancel subject and starts the fetch loops.
+    /// reconciles the schedules, subscribes the event bridges, the cancel subject and starts the fetch loops.
     ///
     /// # Errors
     ///
@@ -357,9 +359,18 @@ impl JobHost {
             });
         }
         for (job, consumer) in jobs.into_iter().zip(consumers) {
-            self.loops
-                .spawn(fetch::run(shared.clone(), Arc::new(job), consumer));
+            let job = Arc::new(job);
+            events::subscribe(&shared, &job, &self.loops).await?;
+            self.loops.spawn(fetch::run(shared.clone(), job, consumer));
         }
+        // Announced only once the server processed the subscriptions (a
+        // round trip), as the reference's flush_to_broker.
+        shared
+            .links
+            .nats
+            .flush()
+            .await
+            .map_err(|e| JobHostError::JetStream(e.to_string()))?;
         info!(module_id = %self.module_id, jobs = self.jobs.len(), "job host started");
         Ok(())
     }
