@@ -66,8 +66,10 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one statement may run, lock waits included (the reference's
 /// 30 s): a stuck lock fails the operation instead of hanging it.
 pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How many connections one store holds at most (the reference's 10).
-pub const DEFAULT_POOL_MAX_SIZE: usize = 10;
+/// How many connections one store holds at most: 32 (the reference has 10),
+/// so 64 concurrent writers keep PostgreSQL committing several transactions
+/// per WAL flush instead of queueing for a connection.
+pub const DEFAULT_POOL_MAX_SIZE: usize = 32;
 /// How long an operation waits for a connection from the pool (the
 /// reference's 5 s).
 pub const DEFAULT_POOL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -737,7 +739,7 @@ mod tests {
         assert_eq!(config.schema, "abi_document");
         assert_eq!(config.connect_timeout, Duration::from_secs(5));
         assert_eq!(config.statement_timeout, Duration::from_secs(30));
-        assert_eq!(config.pool_max_size, 10);
+        assert_eq!(config.pool_max_size, 32);
         assert_eq!(config.pool_timeout, Duration::from_secs(5));
         assert!(config.validate().is_ok());
         assert!(!format!("{config:?}").contains("secret"));
