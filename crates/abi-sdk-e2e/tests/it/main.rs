@@ -7,6 +7,7 @@ mod cluster_seed_list;
 mod drain;
 mod interop;
 mod jobs_caller;
+mod jobs_cancel;
 mod jobs_fixture;
 mod jobs_handover;
 mod jobs_host;

@@ -11,6 +11,7 @@
 //! unchanged), `events.rs` (OnEvent bridges), `reaper.rs` (lost runs),
 //! `payload.rs` (claim checks).
 
+mod cancel;
 mod consumer;
 mod delivery;
 mod events;
@@ -323,6 +324,7 @@ impl JobHost {
             consumers.push(consumer::create_or_update(&shared, job).await?);
             schedules::reconcile(&shared, job).await?;
         }
+        let hosted: Vec<Arc<Job>> = jobs.iter().cloned().map(Arc::new).collect();
         if let Some(job) = jobs.first() {
             let mut cancels = shared
                 .links
@@ -337,7 +339,12 @@ impl JobHost {
                         biased;
                         () = runs_shared.closing.cancelled() => break,
                         msg = cancels.next() => match msg {
-                            Some(msg) => runs_shared.runs.cancel(&String::from_utf8_lossy(&msg.payload)),
+                            Some(msg) => {
+                                let run_id = String::from_utf8_lossy(&msg.payload).into_owned();
+                                if !runs_shared.runs.cancel(&run_id) {
+                                    cancel::cancel_idle(&runs_shared, &hosted, &run_id).await;
+                                }
+                            }
                             None => break,
                         },
                     }

@@ -46,11 +46,14 @@ impl Runs {
         self.lock().len()
     }
 
-    /// A cancel for `run_id` (ignored when it does not run here).
-    pub(super) fn cancel(&self, run_id: &str) {
-        if let Some(control) = self.lock().get(run_id) {
-            control.cancelled.cancel();
-        }
+    /// A cancel for `run_id`; whether it runs here.
+    pub(super) fn cancel(&self, run_id: &str) -> bool {
+        let running = self.lock();
+        let Some(control) = running.get(run_id) else {
+            return false;
+        };
+        control.cancelled.cancel();
+        true
     }
 
     /// Asks every run to hand itself back; returns how many.

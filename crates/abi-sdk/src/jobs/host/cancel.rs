@@ -1,0 +1,100 @@
+//! Cancels of runs that are not running here (better than the reference,
+//! which drops them): a queued run (no record yet) gets a CANCELLED record,
+//! so its trigger is acknowledged unrun when it arrives; a RETRYING run is
+//! CANCELLED before its next attempt. Every host of the module hears the
+//! cancel; compare-and-swap writes make one of them win, and a RUNNING run
+//! is left to the host running it. A Python host delivering such a trigger
+//! retires it the same way (its record is terminal).
+
+use abi_document_model::{Data, Value};
+use abi_wire::jobs as wire;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use tracing::{info, warn};
+
+use super::{Job, Shared, record};
+use crate::jobs::time::now_iso;
+
+/// Cancels `run_id` if it belongs to one of `jobs` and has not started or
+/// waits for a retry.
+pub(super) async fn cancel_idle(shared: &Shared, jobs: &[std::sync::Arc<Job>], run_id: &str) {
+    let Some((name, sequence)) = wire::parse_run_id(run_id) else {
+        return;
+    };
+    let Some(job) = jobs.iter().find(|j| j.spec.name() == name) else {
+        return;
+    };
+    if let Err(err) = cancel(shared, job, run_id, sequence).await {
+        warn!(run_id = %run_id, error = %err, "could not cancel a queued or retrying run");
+    }
+}
+
+async fn cancel(
+    shared: &Shared,
+    job: &Job,
+    run_id: &str,
+    sequence: u64,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let existing = record::get(shared, run_id).await?;
+    let now = now_iso();
+    let (data, if_version) = match existing {
+        Some(doc) => {
+            if doc.data.get("status") != Some(&Value::from("RETRYING")) {
+                return Ok(());
+            }
+            let mut data = doc.data;
+            data.insert("status".into(), "CANCELLED".into());
+            data.insert("finished_at".into(), now.as_str().into());
+            (data, doc.version)
+        }
+        None => {
+            // Only a trigger of this job that is still stored can be queued.
+            let stream = shared.js.get_stream(&shared.stream).await?;
+            match stream.get_raw_message(sequence).await {
+                Ok(stored) if stored.subject.as_str() == job.subjects.trigger() => {}
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+            let mut data = Data::new();
+            for (k, v) in [
+                ("created_at", Value::from(now.as_str())),
+                ("job", job.spec.name().into()),
+                ("run_id", run_id.into()),
+                ("module_id", shared.module_id.as_str().into()),
+                ("status", "CANCELLED".into()),
+                ("attempt", Value::Int(0)),
+                ("max_attempts", Value::Int(i64::from(job.spec.attempts()))),
+                ("instance", shared.links.instance_id.as_str().into()),
+                (
+                    "sequence",
+                    Value::Int(i64::try_from(sequence).unwrap_or(i64::MAX)),
+                ),
+                ("error", "".into()),
+                ("finished_at", now.as_str().into()),
+            ] {
+                data.insert(k.to_owned(), v);
+            }
+            (data, 0)
+        }
+    };
+    match shared
+        .links
+        .documents
+        .put(&shared.collection, run_id, data, Some(if_version))
+        .await
+    {
+        Ok(_) => {
+            info!(run_id = %run_id, "run cancelled before its next attempt");
+            let notice = wire::completion_notice(run_id, "CANCELLED");
+            shared
+                .links
+                .nats
+                .publish(job.subjects.done(), notice.into())
+                .await?;
+            Ok(())
+        }
+        // Another host cancelled it first, or it just started.
+        Err(e) if e.kind() == crate::CallErrorKind::VersionConflict => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
