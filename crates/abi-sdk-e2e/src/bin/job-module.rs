@@ -2,14 +2,15 @@
 //! `ModuleSpec::job_handler`, for the job tests that need a real process and
 //! real signals. Configured by the SDK's own variables (`NATS_URL`,
 //! `ABI_PROJECT`, `ABI_MODULE_KEY`, `ABI_SHUTDOWN_GRACE_SECS`, ...) plus
-//! `E2E_ID` (module id) and `E2E_JOB_BLOCK=1` (a `{"block": true}` payload
-//! then waits until the run is cancelled or handed back; else it returns its payload).
+//! `E2E_ID` (module id), `E2E_JOB_BLOCK=1` (a `{"block": true}` payload
+//! then waits until the run is cancelled or handed back; else it returns its
+//! payload) and `E2E_DRAIN_MS` (the time to drain discovery gives work).
 //!
 //! Prints `EVENT run <run_id>` when a handler starts. Exit code 0 after a
 //! clean stop, 1 otherwise.
 
 use abi_sdk::jobs::{JobContext, JobError, JobSpec};
-use abi_sdk::{Module, ModuleSpec, Runner};
+use abi_sdk::{Config, Module, ModuleSpec, Runner};
 
 struct JobModule;
 
@@ -36,7 +37,20 @@ async fn main() {
         Ok(cx.payload().clone())
     };
     let spec = ModuleSpec::new(&id).job_handler(spec, handler);
-    match Runner::new(spec).run(JobModule).await {
+    let mut config = match Config::from_env(&id) {
+        Ok(config) => config,
+        Err(err) => {
+            println!("EVENT exit error {err}");
+            std::process::exit(1);
+        }
+    };
+    if let Some(ms) = std::env::var("E2E_DRAIN_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config = config.drain_timeout(std::time::Duration::from_millis(ms));
+    }
+    match Runner::new(spec).config(config).run(JobModule).await {
         Ok(()) => println!("EVENT exit ok"),
         Err(err) => {
             println!("EVENT exit error {:?} {err}", err.kind());
