@@ -5,7 +5,6 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use abi_process::NatsArgs;
@@ -54,13 +53,9 @@ pub struct Config {
     #[arg(long, env = "ABI_PROJECT", default_value = DEFAULT_PROJECT)]
     pub project: String,
 
-    /// Project JWT secret. Prefer --jwt-secret-file; exactly one of the two is required.
-    #[arg(long, env = "ABI_JWT_SECRET", hide_env_values = true)]
-    pub jwt_secret: Option<String>,
-
-    /// File holding the project JWT secret (a trailing newline is ignored).
-    #[arg(long, env = "ABI_JWT_SECRET_FILE")]
-    pub jwt_secret_file: Option<PathBuf>,
+    /// The project secret: --jwt-secret-file or --jwt-secret.
+    #[command(flatten)]
+    pub secret: abi_process::SecretArgs,
 
     /// Lease granted by register and renew, in seconds (at least 1).
     #[arg(long, env = "ABI_LEASE_SECONDS", default_value_t = DEFAULT_LEASE_SECONDS)]
@@ -101,12 +96,10 @@ pub struct Config {
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let redact = |s: &Option<String>| s.as_ref().map(|_| "<redacted>");
         f.debug_struct("Config")
             .field("nats", &self.nats)
             .field("project", &self.project)
-            .field("jwt_secret", &redact(&self.jwt_secret))
-            .field("jwt_secret_file", &self.jwt_secret_file)
+            .field("secret", &self.secret)
             .field("lease_seconds", &self.lease_seconds)
             .field("admin_identities", &self.admin_identities)
             .field("kv_replicas", &self.kv_replicas)
@@ -235,9 +228,7 @@ impl Config {
     }
 
     fn secret(&self, errors: &mut Vec<ConfigError>) -> Option<Secret> {
-        abi_process::project_secret(self.jwt_secret.as_deref(), self.jwt_secret_file.as_deref())
-            .map_err(|e| errors.push(e))
-            .ok()
+        self.secret.validate().map_err(|e| errors.push(e)).ok()
     }
 }
 

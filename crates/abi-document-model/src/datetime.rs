@@ -128,35 +128,8 @@ impl fmt::Display for Datetime {
     }
 }
 
-/// Python's `repr()` of a string, as the reference's messages quote values:
-/// single quotes unless the text holds one and no double quote.
-pub fn python_str_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
+/// Python's `repr()` of a string (its home is `abi-pyjson`).
+pub use abi_pyjson::python_str_repr;
 
 /// A checked datetime: its calendar date, the time of day in microseconds
 /// and the offset east of UTC in microseconds (`None` when naive).

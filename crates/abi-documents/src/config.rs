@@ -51,13 +51,9 @@ pub struct Config {
     #[arg(long, env = "ABI_DOCUMENTS_PG_SCHEMA", default_value = DEFAULT_PG_SCHEMA)]
     pub pg_schema: String,
 
-    /// Project JWT secret. Prefer --jwt-secret-file; exactly one of the two is required.
-    #[arg(long, env = "ABI_JWT_SECRET", hide_env_values = true)]
-    pub jwt_secret: Option<String>,
-
-    /// File holding the project JWT secret (a trailing newline is ignored).
-    #[arg(long, env = "ABI_JWT_SECRET_FILE")]
-    pub jwt_secret_file: Option<PathBuf>,
+    /// The project secret: --jwt-secret-file or --jwt-secret.
+    #[command(flatten)]
+    pub secret: abi_process::SecretArgs,
 
     /// Identities allowed to list every namespace, comma-separated.
     #[arg(long, env = "ABI_ADMIN_IDENTITIES", default_value = DEFAULT_ADMIN_IDENTITIES)]
@@ -87,11 +83,7 @@ impl fmt::Debug for Config {
             .field("url", &self.url.as_ref().map(|_| "<redacted>"))
             .field("data_dir", &self.data_dir)
             .field("pg_schema", &self.pg_schema)
-            .field(
-                "jwt_secret",
-                &self.jwt_secret.as_ref().map(|_| "<redacted>"),
-            )
-            .field("jwt_secret_file", &self.jwt_secret_file)
+            .field("secret", &self.secret)
             .field("admin_identities", &self.admin_identities)
             .field("strict_namespaces", &self.strict_namespaces)
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)
@@ -157,12 +149,7 @@ impl Config {
     /// Every problem found, not just the first.
     pub fn validate(&self) -> Result<Valid, Vec<SettingError>> {
         let mut errors = Vec::new();
-        let secret = abi_process::project_secret(
-            self.jwt_secret.as_deref(),
-            self.jwt_secret_file.as_deref(),
-        )
-        .map_err(|e| errors.push(e))
-        .ok();
+        let secret = self.secret.validate().map_err(|e| errors.push(e)).ok();
         let storage = self.storage().map_err(|e| errors.push(e)).ok();
         let max_concurrent = NonZeroUsize::new(self.max_concurrent_requests);
         if max_concurrent.is_none() {

@@ -14,13 +14,15 @@
 
 #[cfg(feature = "logs")]
 pub mod logs;
+#[cfg(all(feature = "logs", feature = "shutdown"))]
+pub mod main_loop;
 pub mod nats;
 pub mod secret;
 #[cfg(feature = "shutdown")]
 pub mod shutdown;
 
 pub use nats::{ConnectError, NatsArgs, NatsAuth, NatsSettings, NatsTls, SettingError};
-pub use secret::{Secret, project_secret, read_secret_file};
+pub use secret::{Secret, SecretArgs, project_secret, read_secret_file};
 
 /// `error` and its sources on one line (`outer: cause: root cause`), for a
 /// log field or a message to people.

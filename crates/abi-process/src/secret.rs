@@ -47,6 +47,47 @@ pub fn read_secret_file(path: &std::path::Path) -> Result<String, String> {
     }
 }
 
+/// The project secret as a service binary takes it: `--jwt-secret-file`
+/// (`ABI_JWT_SECRET_FILE`, preferred) or `--jwt-secret` (`ABI_JWT_SECRET`);
+/// exactly one is required ([`SecretArgs::validate`]).
+#[derive(Clone, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct SecretArgs {
+    /// Project JWT secret. Prefer --jwt-secret-file; exactly one of the two is required.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, env = "ABI_JWT_SECRET", hide_env_values = true)
+    )]
+    pub jwt_secret: Option<String>,
+
+    /// File holding the project JWT secret (a trailing newline is ignored).
+    #[cfg_attr(feature = "clap", arg(long, env = "ABI_JWT_SECRET_FILE"))]
+    pub jwt_secret_file: Option<std::path::PathBuf>,
+}
+
+impl SecretArgs {
+    /// Reads and checks the secret (see [`project_secret`]).
+    ///
+    /// # Errors
+    ///
+    /// The problem, naming the setting.
+    pub fn validate(&self) -> Result<Secret, crate::SettingError> {
+        project_secret(self.jwt_secret.as_deref(), self.jwt_secret_file.as_deref())
+    }
+}
+
+impl fmt::Debug for SecretArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecretArgs")
+            .field(
+                "jwt_secret",
+                &self.jwt_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("jwt_secret_file", &self.jwt_secret_file)
+            .finish()
+    }
+}
+
 /// The project's JWT secret from `ABI_JWT_SECRET` (`value`) or
 /// `ABI_JWT_SECRET_FILE` (`file`): exactly one must be given, and not empty.
 ///

@@ -8,12 +8,15 @@
 //!   sort_keys=True, separators=(",", ":"))`; [`json_string`]: one string
 //!   literal with `ensure_ascii` escapes; [`dumps_default`]: `json.dumps(v)`
 //!   with Python's default separators (`", "` and `": "`);
-//! - [`python_repr`]: a double as Python's `repr` writes it.
+//! - [`python_repr`]: a double as Python's `repr` writes it; [`python_str_repr`]:
+//!   a string as `repr` quotes it in messages.
 
 mod dumps;
 mod float;
 mod json;
+mod repr;
 
 pub use dumps::{dumps, dumps_default, json_string};
 pub use float::{exact_integer_text, python_repr, repr_integer_text};
 pub use json::{Json, JsonError, parse};
+pub use repr::python_str_repr;

@@ -138,19 +138,7 @@ macro_rules! document_rpc {
                 self.context = Some(context);
             }
         }
-        impl Reply for pb::$resp {
-            fn call_error(&self) -> Option<&common::CallError> {
-                self.error.as_ref()
-            }
-            // Some replies hold only the error, so the update is empty for them.
-            #[allow(clippy::needless_update)]
-            fn with_error(error: common::CallError) -> Self {
-                Self {
-                    error: Some(error),
-                    ..Self::default()
-                }
-            }
-        }
+        crate::rpc::reply!(pb::$resp);
     )*};
 }
 

@@ -35,6 +35,26 @@ pub trait Reply: Sized {
     fn with_error(error: common::CallError) -> Self;
 }
 
+/// `Reply` for response types whose refusal is their `error` field.
+macro_rules! reply {
+    ($($resp:ty),* $(,)?) => {$(
+        impl $crate::rpc::Reply for $resp {
+            fn call_error(&self) -> Option<&abi_proto::common::v1::CallError> {
+                self.error.as_ref()
+            }
+            // Some replies hold only the error, so the update is empty for them.
+            #[allow(clippy::needless_update)]
+            fn with_error(error: abi_proto::common::v1::CallError) -> Self {
+                Self {
+                    error: Some(error),
+                    ..Self::default()
+                }
+            }
+        }
+    )*};
+}
+pub(crate) use reply;
+
 macro_rules! rpc {
     ($($req:ident => $resp:ident, $op:ident;)*) => {$(
         impl Rpc for pb::$req {
@@ -44,19 +64,7 @@ macro_rules! rpc {
                 self.context = Some(context);
             }
         }
-        impl Reply for pb::$resp {
-            fn call_error(&self) -> Option<&common::CallError> {
-                self.error.as_ref()
-            }
-            // Some replies hold only the error, so the update is empty for them.
-            #[allow(clippy::needless_update)]
-            fn with_error(error: common::CallError) -> Self {
-                Self {
-                    error: Some(error),
-                    ..Self::default()
-                }
-            }
-        }
+        reply!(pb::$resp);
     )*};
 }
 

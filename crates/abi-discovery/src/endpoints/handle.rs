@@ -169,8 +169,8 @@ impl<B: Backend> Handler<B> {
                         format!(
                             "Identity {} cannot register module {}: a module registers with a \
                              token for its own module id",
-                            py_repr(&owner),
-                            py_repr(module_id)
+                            abi_pyjson::python_str_repr(&owner),
+                            abi_pyjson::python_str_repr(module_id)
                         ),
                     )));
                 }
@@ -277,49 +277,5 @@ fn error_response(op: Operation, error: CallError) -> Vec<u8> {
         Operation::AuthorizeAgent => refusal::<pb::AuthorizeAgentRequest>(error),
         Operation::AuthorizeModel => refusal::<pb::AuthorizeModelRequest>(error),
         Operation::AuthorizeApp => refusal::<pb::AuthorizeAppRequest>(error),
-    }
-}
-
-/// Python's `repr()` of a string, which the reference's messages embed (`{x!r}`).
-fn py_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || (0x7f..0xa1).contains(&(c as u32)) || c == '\u{ad}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::py_repr;
-
-    #[test]
-    fn repr_like_python() {
-        assert_eq!(py_repr("api"), "'api'");
-        assert_eq!(py_repr(""), "''");
-        assert_eq!(py_repr("it's"), "\"it's\"");
-        assert_eq!(py_repr("a'b\"c"), "'a\\'b\"c'");
-        assert_eq!(py_repr("a\\b\n\x01"), "'a\\\\b\\n\\x01'");
-        assert_eq!(py_repr("é"), "'é'");
     }
 }

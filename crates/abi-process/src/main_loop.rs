@@ -1,0 +1,55 @@
+//! The `main` of a service binary, once: report a bad configuration (exit
+//! 2, one line per problem), install the logs and the signal watcher, run
+//! until a signal, and report a failure in one line (exit 1).
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::SettingError;
+
+/// Exit status of a bad configuration (as clap's own usage errors).
+pub const EXIT_BAD_CONFIG: u8 = 2;
+
+/// Runs service `name` with the checked configuration `valid`: `run` gets it
+/// and the root token SIGTERM/SIGINT cancels.
+pub async fn serve<V, E, F, Fut>(
+    name: &str,
+    valid: Result<V, Vec<SettingError>>,
+    run: F,
+) -> ExitCode
+where
+    F: FnOnce(V, CancellationToken) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::error::Error,
+{
+    let valid = match valid {
+        Ok(valid) => valid,
+        Err(errors) => {
+            for error in errors {
+                eprintln!("{name}: invalid configuration: {error}");
+            }
+            return ExitCode::from(EXIT_BAD_CONFIG);
+        }
+    };
+    if let Err(error) = crate::logs::init("info") {
+        eprintln!("{name}: invalid configuration: {error}");
+        return ExitCode::from(EXIT_BAD_CONFIG);
+    }
+    let root = match crate::shutdown::on_signals() {
+        Ok(root) => root,
+        Err(error) => {
+            eprintln!("{name}: could not install signal handlers: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(valid, root).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // One line with the causes, no backtrace: this is for an operator.
+            eprintln!("{name}: {}", crate::error_chain(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
