@@ -5,7 +5,8 @@
 //!
 //! Files: `consumer.rs` (the consumer config, byte-identical to the
 //! reference's), `fetch.rs` (one loop per job), `delivery.rs` (one trigger,
-//! from its run record to its ack), `record.rs` (compare-and-swap writes
+//! from its run record to its ack), `supervise.rs` (the handler, its
+//! heartbeats, timeout, cancel and hand-back), `record.rs` (compare-and-swap writes
 //! and the fence), `runs.rs` (what is running here: cancel, hand back),
 //! `schedules.rs` (one schedule message per Cron/Every, never republished
 //! unchanged), `events.rs` (OnEvent bridges), `reaper.rs` (lost runs),
@@ -16,11 +17,13 @@ mod consumer;
 mod delivery;
 mod events;
 mod fetch;
+mod handlers;
 mod payload;
 mod reaper;
 mod record;
 mod runs;
 mod schedules;
+mod supervise;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -37,6 +40,7 @@ use crate::error::BoxError;
 use crate::host::Host;
 
 pub use consumer::consumer_config;
+pub use handlers::JobHandlers;
 
 /// The part of a drain kept for writing handed-back records.
 const HANDBACK_SAVE_RESERVE: Duration = Duration::from_secs(1);
@@ -112,44 +116,6 @@ pub(crate) struct Shared {
     /// Cancelled on close: retries of completion saves give up.
     pub(crate) closing: CancellationToken,
     pub(crate) tasks: TaskTracker,
-}
-
-/// The jobs a [`crate::ModuleSpec`] declares with handlers
-/// ([`crate::ModuleSpec::job_handler`]); compared by declaration only.
-#[derive(Clone, Default)]
-pub struct JobHandlers {
-    jobs: Vec<(JobSpec, Arc<dyn JobHandler>)>,
-}
-
-impl JobHandlers {
-    pub(crate) fn push(&mut self, spec: JobSpec, handler: Arc<dyn JobHandler>) {
-        self.jobs.push((spec, handler));
-    }
-
-    /// One host of every job, `None` when there is none.
-    pub(crate) fn host(&self, module_id: &str) -> Option<Arc<JobHost>> {
-        if self.jobs.is_empty() {
-            return None;
-        }
-        let mut host = JobHost::new(module_id);
-        host.jobs.clone_from(&self.jobs);
-        Some(Arc::new(host))
-    }
-}
-
-impl std::fmt::Debug for JobHandlers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.jobs.iter().map(|(s, _)| s.name()))
-            .finish()
-    }
-}
-
-impl PartialEq for JobHandlers {
-    fn eq(&self, other: &Self) -> bool {
-        self.jobs.len() == other.jobs.len()
-            && self.jobs.iter().zip(&other.jobs).all(|(a, b)| a.0 == b.0)
-    }
 }
 
 /// Serves one module's jobs. Give it to the runner with

@@ -1,0 +1,146 @@
+//! One attempt's handler, supervised to an [`Outcome`]: `+WPI` heartbeats
+//! with fenced progress saves, the timeout, caller cancels and the host's
+//! hand-back.
+
+use std::time::Duration;
+
+use abi_document_model::Data;
+use abi_wire::jobs as wire;
+use async_nats::jetstream::Message;
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::delivery::{logs, reply};
+use super::record::{self, Fence, Saved};
+use super::runs::Control;
+use super::{Job, Shared};
+use crate::jobs::time::now_iso;
+use crate::jobs::{JobContext, JobErrorKind};
+
+/// Python's `%g` of a timeout in seconds.
+fn seconds_g(t: Duration) -> String {
+    let s = t.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s}")
+    }
+}
+
+pub(super) enum Outcome {
+    Finished {
+        status: &'static str,
+        error: String,
+        retryable: bool,
+        result: Option<serde_json::Value>,
+    },
+    HandBack,
+    TakenOver,
+}
+
+/// Runs the handler to an outcome, heartbeating meanwhile.
+pub(super) async fn supervise(
+    shared: &Shared,
+    job: &Job,
+    msg: &Message,
+    cx: &JobContext,
+    control: &Control,
+    run_id: &str,
+    fence: &Fence,
+) -> Outcome {
+    let mut work = tokio::spawn(job.handler.call(cx.clone()));
+    let beat = shared.options.heartbeat_interval;
+    let mut ticker = tokio::time::interval_at(Instant::now() + beat, beat);
+    let far = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
+    let deadline = job
+        .spec
+        .attempt_timeout()
+        .map_or(far, |t| Instant::now() + t);
+    let mut handback_at = far;
+    let (mut cancelled, mut handing_back) = (false, false);
+    let joined = loop {
+        tokio::select! {
+            joined = &mut work => break joined,
+            _ = ticker.tick() => {
+                reply(shared, msg, wire::IN_PROGRESS).await;
+                let mut fields = Data::new();
+                fields.insert("logs".into(), logs(cx));
+                fields.insert("heartbeat_at".into(), now_iso().into());
+                match record::save(shared, run_id, &fields, fence).await {
+                    Ok(Saved::Written) => {}
+                    Ok(Saved::Fenced) => {
+                        cx.cancelled().cancel();
+                        work.abort();
+                        return Outcome::TakenOver;
+                    }
+                    Err(err) => warn!(run_id = %run_id, error = %err, "job progress not saved; retrying"),
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                cx.cancelled().cancel();
+                work.abort();
+                let timeout = job.spec.attempt_timeout().unwrap_or_default();
+                return Outcome::Finished {
+                    status: "TIMED_OUT",
+                    error: format!("Timed out after {}s", seconds_g(timeout)),
+                    retryable: true,
+                    result: None,
+                };
+            }
+            () = control.cancelled.cancelled(), if !cancelled => {
+                cancelled = true;
+                cx.cancelled().cancel();
+            }
+            () = control.handback.cancelled(), if !handing_back => {
+                handing_back = true;
+                cx.cancelled().cancel();
+                handback_at = Instant::now() + shared.options.handback_grace;
+            }
+            () = tokio::time::sleep_until(handback_at) => {
+                work.abort();
+                return Outcome::HandBack;
+            }
+        }
+    };
+    let finished = |status, error: String, retryable, result| Outcome::Finished {
+        status,
+        error,
+        retryable,
+        result,
+    };
+    match joined {
+        Ok(Ok(value)) if !cancelled => {
+            let status = if cx.skipped().is_some() {
+                "SKIPPED"
+            } else {
+                "SUCCEEDED"
+            };
+            finished(status, String::new(), true, Some(value))
+        }
+        _ if cancelled => finished("CANCELLED", String::new(), true, None),
+        _ if handing_back => Outcome::HandBack,
+        Ok(Err(err)) => finished(
+            "FAILED",
+            err.to_string(),
+            err.kind() == JobErrorKind::Retryable,
+            None,
+        ),
+        Ok(Ok(_)) => finished("CANCELLED", String::new(), true, None),
+        Err(join) if join.is_panic() => {
+            finished("FAILED", "Panic: job handler panicked".into(), true, None)
+        }
+        Err(_) => finished("FAILED", "Job task was cancelled".into(), true, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_print_as_percent_g() {
+        assert_eq!(seconds_g(Duration::from_secs(600)), "600");
+        assert_eq!(seconds_g(Duration::from_millis(300)), "0.3");
+        assert_eq!(seconds_g(Duration::from_millis(90_500)), "90.5");
+    }
+}
