@@ -45,31 +45,5 @@ pub(crate) fn to_data(map: &serde_json::Map<String, serde_json::Value>) -> Data 
     map.iter().map(|(k, v)| (k.clone(), to_doc(v))).collect()
 }
 
-/// Python's `repr()` of a string, as the reference's messages quote names.
-pub(crate) fn py_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
+/// Python's `repr()` of a string (its home is `abi-pyjson`).
+pub(crate) use abi_pyjson::python_str_repr as py_repr;
