@@ -39,7 +39,7 @@ esac
 
 project=demo
 lease_seconds=8
-steps=11
+steps=12
 step_no=0
 step() { step_no=$((step_no + 1)); printf '\n==> [%d/%d] %s\n' "$step_no" "$steps" "$*"; }
 ok() { printf '    ok: %s\n' "$*"; }
@@ -235,6 +235,38 @@ done
 ok "demo-provider/work holds one document per provider instance"
 ctl docs collections demo-provider | sed 's/^/    /'
 ctl docs find demo-provider work | sed 's/^/    /'
+
+# --- 6c. jobs ---------------------------------------------------------------
+step "jobs: a scheduled job (tick, every 2 s), a triggered one (echo), a cancelled one (sleepy)"
+ticked=0
+for _ in $(seq 1 150); do
+  if ctl runs demo-provider tick --status SUCCEEDED --json 2>/dev/null | grep -q '"run_id"'; then
+    ticked=1; break
+  fi
+  sleep 0.2
+done
+[ "$ticked" = 1 ] || fail "the scheduled job tick never ran"
+ok "demo-provider tick ran on its schedule"
+ctl runs demo-provider tick --limit 3 | sed 's/^/    /'
+ctl trigger demo-provider echo --payload '{"hello":"stack"}' --wait 30 >"$tmp/echo.json" \
+  || fail "the triggered job echo did not succeed"
+grep -Eq '"status": ?"SUCCEEDED"' "$tmp/echo.json" || fail "echo did not end SUCCEEDED"
+ok "demo-provider echo triggered and SUCCEEDED (result: $(tr -d ' \n' <"$tmp/echo.json" | grep -o '"result":{[^}]*}'))"
+sleepy=$(ctl trigger demo-provider sleepy) || fail "could not trigger sleepy"
+for _ in $(seq 1 150); do
+  ctl run demo-provider "$sleepy" 2>/dev/null | grep -Eq '"status": ?"RUNNING"' && break
+  sleep 0.1
+done
+ctl cancel demo-provider "$sleepy" | sed 's/^/    /'
+cancelled=0
+for _ in $(seq 1 150); do
+  if ctl run demo-provider "$sleepy" 2>/dev/null | grep -Eq '"status": ?"CANCELLED"'; then
+    cancelled=1; break
+  fi
+  sleep 0.1
+done
+[ "$cancelled" = 1 ] || fail "sleepy was not cancelled"
+ok "demo-provider $sleepy cancelled while running"
 
 # --- 7. readiness follows dependencies --------------------------------------
 step "stop the provider: the consumer goes DEGRADED; start it again: READY"

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use abi_sdk::documents::{CollectionSpec, Data, DocumentClient, FieldSpec, Value};
+use abi_sdk::jobs::{JobContext, JobResult, JobSpec, Trigger};
 use abi_sdk::{Context, HookResult, Module, ModuleSpec, pb};
 use tracing::{info, warn};
 
@@ -113,4 +114,51 @@ pub fn spec(package_version: &str) -> ModuleSpec {
             }],
             ..Default::default()
         })
+}
+
+/// The spec with the jobs the provider serves over NATS (the demo stack runs
+/// them): `tick` every 2 s, `echo` (manual: returns its payload) and `sleepy`
+/// (manual: works until cancelled, at most a minute). Jobs need NATS and the
+/// document service, so the in-process tests use [`spec`] alone.
+///
+/// # Panics
+///
+/// Never: the declarations are constants within the reference's limits (a
+/// test builds them).
+#[allow(clippy::expect_used)]
+pub fn with_jobs(spec: ModuleSpec) -> ModuleSpec {
+    let tick = JobSpec::new("tick")
+        .and_then(|j| {
+            j.description("Counts the provider's ticks")
+                .trigger(Trigger::every("2s", None)?)
+        })
+        .expect("a valid job declaration");
+    let echo = JobSpec::new("echo")
+        .map(|j| j.description("Returns its payload"))
+        .expect("a valid job declaration");
+    let sleepy = JobSpec::new("sleepy")
+        .map(|j| j.description("Works until cancelled"))
+        .and_then(|j| j.timeout(Duration::from_secs(60)))
+        .expect("a valid job declaration");
+    spec.job_handler(tick, |cx: JobContext| async move {
+        cx.log("tick");
+        JobResult::Ok(serde_json::json!({"run": cx.run_id()}))
+    })
+    .job_handler(echo, |cx: JobContext| async move {
+        JobResult::Ok(cx.payload().clone())
+    })
+    .job_handler(sleepy, |cx: JobContext| async move {
+        cx.log("sleeping until cancelled");
+        cx.cancelled().cancelled().await;
+        JobResult::Ok(serde_json::json!({"woke": true}))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_job_declarations_are_valid() {
+        let spec = super::with_jobs(super::spec("1.0.0"));
+        assert_eq!(spec.descriptor().jobs.len(), 4);
+    }
 }
