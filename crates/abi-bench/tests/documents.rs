@@ -15,34 +15,13 @@ const COLUMNS: [&str; 4] = [
     "reference (Python, SQLite)",
 ];
 
-/// The `abi-documents` binary of the profile this test was built with
-/// (`cargo test -p abi-bench` builds only this package's binaries, so build
-/// it: a no-op when it is up to date).
+/// The `abi-documents` binary of this test's profile (built only when missing).
 fn documents_binary() -> PathBuf {
-    let bench = Path::new(env!("CARGO_BIN_EXE_abi-bench"));
-    let profile_dir = bench.parent().expect("profile dir");
-    let target_dir = profile_dir.parent().expect("target dir");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
+    abi_test_support::workspace_binary(
+        Path::new(env!("CARGO_BIN_EXE_abi-bench")),
         "abi-documents",
-        "--bin",
         "abi-documents",
-    ])
-    .arg("--target-dir")
-    .arg(target_dir)
-    .current_dir(root);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().expect("run cargo build -p abi-documents");
-    assert!(status.success(), "cargo build -p abi-documents failed");
-    let bin = profile_dir.join("abi-documents");
-    assert!(bin.is_file(), "{} was not built", bin.display());
-    bin
+    )
 }
 
 fn cells(line: &str) -> Vec<String> {

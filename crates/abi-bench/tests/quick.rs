@@ -14,34 +14,13 @@ const COLUMNS: [&str; 4] = [
     "reference (Python)",
 ];
 
-/// The `abi-discovery` binary of the profile this test was built with.
-/// `cargo test -p abi-bench` builds only this package's binaries, so build the
-/// service's (a no-op when it is up to date).
+/// The `abi-discovery` binary of this test's profile (built only when missing).
 fn discovery_binary() -> PathBuf {
-    let bench = Path::new(env!("CARGO_BIN_EXE_abi-bench"));
-    let profile_dir = bench.parent().expect("profile dir");
-    let target_dir = profile_dir.parent().expect("target dir");
-    let root = abi_test_support::workspace_root();
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
+    abi_test_support::workspace_binary(
+        Path::new(env!("CARGO_BIN_EXE_abi-bench")),
         "abi-discovery",
-        "--bin",
         "abi-discovery",
-    ])
-    .arg("--target-dir")
-    .arg(target_dir)
-    .current_dir(root);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let status = cmd.status().expect("run cargo build -p abi-discovery");
-    assert!(status.success(), "cargo build -p abi-discovery failed");
-    let bin = profile_dir.join("abi-discovery");
-    assert!(bin.is_file(), "{} was not built", bin.display());
-    bin
+    )
 }
 
 fn cells(line: &str) -> Vec<String> {

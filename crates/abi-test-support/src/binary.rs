@@ -40,3 +40,44 @@ pub fn nats_server_binary() -> PathBuf {
     );
     venv
 }
+
+/// The executable `bin` of workspace package `package`, beside the test's own
+/// binary `beside` (the same profile directory), built only when missing.
+///
+/// A workspace test run (`cargo test --workspace --all-targets`) has built
+/// every binary already, with the workspace's unified features; building it
+/// again with one package's features would recompile much of the tree and
+/// relink a file other tests may be running. A narrower run (`cargo test -p
+/// <one crate>`) builds the missing one here.
+///
+/// # Panics
+///
+/// When the build fails or leaves no such file.
+pub fn workspace_binary(beside: &std::path::Path, package: &str, bin: &str) -> PathBuf {
+    let profile_dir = beside
+        .parent()
+        .expect("a test binary lives in a profile directory");
+    let path = profile_dir.join(bin);
+    if path.is_file() {
+        return path;
+    }
+    let target_dir = profile_dir
+        .parent()
+        .expect("a profile directory lives in a target directory");
+    let mut cmd =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(["build", "--quiet", "-p", package, "--bin", bin])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .current_dir(workspace_root());
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().expect("run cargo build");
+    assert!(
+        status.success(),
+        "cargo build -p {package} --bin {bin} failed"
+    );
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}

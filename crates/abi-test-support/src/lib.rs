@@ -59,7 +59,7 @@ mod snapshot;
 mod wait;
 mod wire_client;
 
-pub use binary::nats_server_binary;
+pub use binary::{nats_server_binary, workspace_binary};
 pub use cluster::NatsCluster;
 pub use leader::{stream_leader, wait_for_stream_leader};
 pub use python::{PYTHON_ENV, python, workspace_root};
