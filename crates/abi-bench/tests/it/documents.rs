@@ -3,10 +3,10 @@
 //! reference server, a few calls each. A correctness check of the tables
 //! only: no timing is asserted.
 
-#![allow(clippy::expect_used, clippy::unwrap_used)]
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::common::{cells, is_latency, is_number};
 
 const COLUMNS: [&str; 4] = [
     "raw req-reply",
@@ -22,27 +22,6 @@ fn documents_binary() -> PathBuf {
         "abi-documents",
         "abi-documents",
     )
-}
-
-fn cells(line: &str) -> Vec<String> {
-    line.trim()
-        .trim_matches('|')
-        .split('|')
-        .map(|c| c.trim().to_owned())
-        .collect()
-}
-
-/// "p50 / p99" in milliseconds, both finite, p50 <= p99.
-fn is_latency(cell: &str) -> bool {
-    let parts: Vec<f64> = cell
-        .split(" / ")
-        .filter_map(|p| p.parse::<f64>().ok())
-        .collect();
-    parts.len() == 2 && parts.iter().all(|v| v.is_finite() && *v >= 0.0) && parts[0] <= parts[1]
-}
-
-fn is_number(cell: &str) -> bool {
-    cell.parse::<f64>().is_ok_and(|v| v.is_finite() && v >= 0.0)
 }
 
 /// The markdown tables of `text`, in order, each as its rows of cells.
