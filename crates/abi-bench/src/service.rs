@@ -74,8 +74,7 @@ pub async fn start_ours(
         .with_context(|| format!("start {}", bin.display()))?;
     let pid = child.id().context("abi-discovery exited at once")?;
     let subject = abi_wire::discovery::operation_named(project, "get_module");
-    let start = Instant::now();
-    loop {
+    wait_answering(&mut child, "abi-discovery", || async {
         // Any reply that decodes means it serves (the module may not exist yet).
         let answer = tokio::time::timeout(
             Duration::from_secs(2),
@@ -86,20 +85,41 @@ pub async fn start_ours(
             ),
         )
         .await;
-        if let Ok(Ok(reply)) = answer
-            && GetModuleResponse::decode(reply.payload).is_ok()
-        {
-            break;
+        match answer {
+            Ok(Ok(reply)) => GetModuleResponse::decode(reply.payload).is_ok(),
+            _ => false,
         }
+    })
+    .await?;
+    Service::ready(child, pid)
+}
+
+/// Polls `answers` until it says the service `name` serves, bounded by the
+/// start timeout; fails at once if the process exits first.
+///
+/// # Errors
+///
+/// When the process exits, or nothing answers within the start timeout.
+pub async fn wait_answering<F, Fut>(
+    child: &mut tokio::process::Child,
+    name: &str,
+    mut answers: F,
+) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !answers().await {
         if let Some(status) = child.try_wait()? {
-            bail!("abi-discovery exited with {status} before serving");
+            bail!("{name} exited with {status} before serving");
         }
         if start.elapsed() > START_TIMEOUT {
-            bail!("abi-discovery did not answer within {START_TIMEOUT:?}");
+            bail!("{name} did not answer within {START_TIMEOUT:?}");
         }
         tokio::time::sleep(PROBE_INTERVAL).await;
     }
-    Service::ready(child, pid)
+    Ok(())
 }
 
 /// Starts the Python reference with `python script serve ...` and waits for

@@ -69,16 +69,7 @@ pub async fn start_ours(
         .spawn()
         .with_context(|| format!("start {}", bin.display()))?;
     let pid = child.id().context("abi-documents exited at once")?;
-    let start = Instant::now();
-    while !answers(client, headers).await {
-        if let Some(status) = child.try_wait()? {
-            bail!("abi-documents exited with {status} before serving");
-        }
-        if start.elapsed() > START_TIMEOUT {
-            bail!("abi-documents did not answer within {START_TIMEOUT:?}");
-        }
-        tokio::time::sleep(PROBE_INTERVAL).await;
-    }
+    service::wait_answering(&mut child, "abi-documents", || answers(client, headers)).await?;
     Service::ready(child, pid)
 }
 
