@@ -22,3 +22,7 @@ pub fn is_latency(cell: &str) -> bool {
 pub fn is_number(cell: &str) -> bool {
     cell.parse::<f64>().is_ok_and(|v| v.is_finite() && v >= 0.0)
 }
+
+/// Held by each smoke run: they measure, so they run one at a time (the
+/// test harness would run them in parallel threads of this binary).
+pub static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());

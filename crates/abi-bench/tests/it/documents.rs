@@ -43,6 +43,9 @@ fn tables(text: &str) -> Vec<Vec<Vec<String>>> {
 
 #[test]
 fn smoke_run_prints_every_row_and_verdict_for_every_target() {
+    let _alone = crate::common::ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let documents = documents_binary();
     let out = Command::new(env!("CARGO_BIN_EXE_abi-bench"))
         .args(["documents", "--smoke", "--documents-bin"])

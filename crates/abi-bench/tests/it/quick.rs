@@ -25,6 +25,9 @@ fn discovery_binary() -> PathBuf {
 
 #[test]
 fn smoke_run_prints_every_row_for_every_target() {
+    let _alone = crate::common::ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let discovery = discovery_binary();
     let out = Command::new(env!("CARGO_BIN_EXE_abi-bench"))
         .arg("--smoke")
