@@ -158,6 +158,34 @@ pub enum CallErrorKind {
     StorageError,
     /// The document storage refused the service's query (`ADAPTER_ERROR`).
     AdapterError,
+    /// No run with that invocation id (`INVOCATION_NOT_FOUND`).
+    InvocationNotFound,
+    /// The invocation id belongs to another submission (`INVOCATION_CONFLICT`).
+    InvocationConflict,
+    /// The agent host is draining or full; retry elsewhere or later (`AGENT_BUSY`).
+    AgentBusy,
+    /// No READY instance serves the agent (`AGENT_UNAVAILABLE`).
+    AgentUnavailable,
+    /// The agent's handler failed (`AGENT_FAILED`).
+    AgentFailed,
+    /// Another run of the conversation is still going (`CONVERSATION_BUSY`).
+    ConversationBusy,
+    /// The owning instance is gone (`OWNER_GONE`).
+    OwnerGone,
+    /// The run lives on another instance (`OWNER_UNAVAILABLE`).
+    OwnerUnavailable,
+    /// The output format asked for is not served (`UPGRADE_REQUIRED`).
+    UpgradeRequired,
+    /// The handler streamed an event the contract refuses (`INVALID_STREAM`).
+    InvalidStream,
+    /// The run's output is too large for its record (`OUTPUT_LIMIT`).
+    OutputLimit,
+    /// The model's handler failed (`MODEL_ERROR`).
+    ModelError,
+    /// The callee does not implement this (`UNIMPLEMENTED`).
+    Unimplemented,
+    /// The stored part does not exist (`NOT_FOUND`).
+    NotFound,
     /// Nobody serves the subject (no discovery service running).
     NoResponders,
     /// The NATS connection failed.
@@ -200,6 +228,20 @@ kind_display!(CallErrorKind {
     UniqueViolation => "unique violation",
     StorageError => "storage error",
     AdapterError => "storage adapter error",
+    InvocationNotFound => "invocation not found",
+    InvocationConflict => "invocation conflict",
+    AgentBusy => "agent busy",
+    AgentUnavailable => "agent unavailable",
+    AgentFailed => "agent failed",
+    ConversationBusy => "conversation busy",
+    OwnerGone => "owner gone",
+    OwnerUnavailable => "owner unavailable",
+    UpgradeRequired => "upgrade required",
+    InvalidStream => "invalid stream",
+    OutputLimit => "output limit",
+    ModelError => "model error",
+    Unimplemented => "unimplemented",
+    NotFound => "not found",
     NoResponders => "no responders",
     Transport => "transport error",
     Decode => "malformed reply",
@@ -263,6 +305,20 @@ impl From<ErrorCode> for CallErrorKind {
             ErrorCode::UniqueViolation => Self::UniqueViolation,
             ErrorCode::StorageError => Self::StorageError,
             ErrorCode::AdapterError => Self::AdapterError,
+            ErrorCode::InvocationNotFound => Self::InvocationNotFound,
+            ErrorCode::InvocationConflict => Self::InvocationConflict,
+            ErrorCode::AgentBusy => Self::AgentBusy,
+            ErrorCode::AgentUnavailable => Self::AgentUnavailable,
+            ErrorCode::AgentFailed => Self::AgentFailed,
+            ErrorCode::ConversationBusy => Self::ConversationBusy,
+            ErrorCode::OwnerGone => Self::OwnerGone,
+            ErrorCode::OwnerUnavailable => Self::OwnerUnavailable,
+            ErrorCode::UpgradeRequired => Self::UpgradeRequired,
+            ErrorCode::InvalidStream => Self::InvalidStream,
+            ErrorCode::OutputLimit => Self::OutputLimit,
+            ErrorCode::ModelError => Self::ModelError,
+            ErrorCode::Unimplemented => Self::Unimplemented,
+            ErrorCode::NotFound => Self::NotFound,
         }
     }
 }

@@ -17,8 +17,10 @@
 //! job hosts first, then the others, each in the order they were added
 //! (`close_hosts`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use abi_proto::discovery::v1 as pb;
 use futures::future::BoxFuture;
 
 use crate::error::BoxError;
@@ -48,5 +50,45 @@ pub trait Host: Send + Sync + 'static {
     /// Releases everything; called once, whether or not it started.
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
+    }
+}
+
+/// A host the module's declaration carries ([`crate::ModuleSpec::serve`]):
+/// an agent or model host. It adds what it serves to the module's
+/// descriptor when declared, and the runner binds it to the module's
+/// [`crate::Context`] (connection, discovery, documents, instance id) before
+/// starting it with the plain hosts, after `on_initialized` and before the
+/// instance reports itself initialized, as the reference subscribes agents
+/// and models.
+pub trait ServedHost: Host {
+    /// Adds what this host serves (its agents, its models) to `descriptor`.
+    fn declare(&self, descriptor: &mut pb::ModuleDescriptor);
+
+    /// Takes what it needs from the running module; called once, before
+    /// [`Host::start`]. A host that cannot serve in this context (no
+    /// discovery, no document service) says so here and the module fails.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the host lacks, as a message naming it.
+    fn bind(&self, cx: &crate::Context) -> Result<(), BoxError>;
+}
+
+/// The hosts a [`crate::ModuleSpec`] carries, in declaration order (the
+/// order they start and close in). Compared by identity.
+#[derive(Clone, Default)]
+pub(crate) struct ServedHosts(pub(crate) Vec<Arc<dyn ServedHost>>);
+
+impl std::fmt::Debug for ServedHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|h| h.name()))
+            .finish()
+    }
+}
+
+impl PartialEq for ServedHosts {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len() && self.0.iter().zip(&other.0).all(|(a, b)| Arc::ptr_eq(a, b))
     }
 }

@@ -36,6 +36,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agents;
 mod client;
 mod config;
 pub mod documents;
@@ -45,6 +46,7 @@ mod host;
 mod ids;
 pub mod jobs;
 pub mod local;
+pub mod models;
 mod proxy;
 mod runner;
 mod schedule;
@@ -64,7 +66,7 @@ pub use config::{
 };
 pub use documents::DocumentClient;
 pub use error::{BoxError, CallError, CallErrorKind, Error};
-pub use host::Host;
+pub use host::{Host, ServedHost};
 pub use jobs::{JobClient, JobRun, RunRecord};
 pub use local::{LocalDiscovery, LocalError, LocalSnapshot};
 pub use proxy::{Found, ModuleProxy, Modules};

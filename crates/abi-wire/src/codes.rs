@@ -65,11 +65,39 @@ pub enum ErrorCode {
     StorageError,
     /// The document storage refused a query the service built (a defect).
     AdapterError,
+    /// The agent holds no run with that invocation id.
+    InvocationNotFound,
+    /// The invocation id is taken by a different submission.
+    InvocationConflict,
+    /// The agent host is draining or runs as many invocations as it may.
+    AgentBusy,
+    /// No READY instance serves the agent.
+    AgentUnavailable,
+    /// The agent's handler failed.
+    AgentFailed,
+    /// Another run of the same conversation is still going.
+    ConversationBusy,
+    /// The instance that owned the run or conversation is gone.
+    OwnerGone,
+    /// The run is live on another instance than the one asked.
+    OwnerUnavailable,
+    /// The caller asked for an output format the host does not serve.
+    UpgradeRequired,
+    /// A streaming handler produced an event the contract refuses.
+    InvalidStream,
+    /// A run's output is above what its record may hold.
+    OutputLimit,
+    /// The chat model's handler failed or answered something else than a message.
+    ModelError,
+    /// The callee does not implement what the call asks for.
+    Unimplemented,
+    /// The stored part asked for does not exist (yet).
+    NotFound,
 }
 
 impl ErrorCode {
     /// Every code, in declaration order (for tests and tools).
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 40] = [
         ErrorCode::InvalidArgument,
         ErrorCode::DescriptorConflict,
         ErrorCode::DependencyCycle,
@@ -96,6 +124,20 @@ impl ErrorCode {
         ErrorCode::UniqueViolation,
         ErrorCode::StorageError,
         ErrorCode::AdapterError,
+        ErrorCode::InvocationNotFound,
+        ErrorCode::InvocationConflict,
+        ErrorCode::AgentBusy,
+        ErrorCode::AgentUnavailable,
+        ErrorCode::AgentFailed,
+        ErrorCode::ConversationBusy,
+        ErrorCode::OwnerGone,
+        ErrorCode::OwnerUnavailable,
+        ErrorCode::UpgradeRequired,
+        ErrorCode::InvalidStream,
+        ErrorCode::OutputLimit,
+        ErrorCode::ModelError,
+        ErrorCode::Unimplemented,
+        ErrorCode::NotFound,
     ];
 
     /// The code as it travels on the wire, e.g. `"LEASE_EXPIRED"`.
@@ -127,6 +169,20 @@ impl ErrorCode {
             ErrorCode::UniqueViolation => "UNIQUE_VIOLATION",
             ErrorCode::StorageError => "STORAGE_ERROR",
             ErrorCode::AdapterError => "ADAPTER_ERROR",
+            ErrorCode::InvocationNotFound => "INVOCATION_NOT_FOUND",
+            ErrorCode::InvocationConflict => "INVOCATION_CONFLICT",
+            ErrorCode::AgentBusy => "AGENT_BUSY",
+            ErrorCode::AgentUnavailable => "AGENT_UNAVAILABLE",
+            ErrorCode::AgentFailed => "AGENT_FAILED",
+            ErrorCode::ConversationBusy => "CONVERSATION_BUSY",
+            ErrorCode::OwnerGone => "OWNER_GONE",
+            ErrorCode::OwnerUnavailable => "OWNER_UNAVAILABLE",
+            ErrorCode::UpgradeRequired => "UPGRADE_REQUIRED",
+            ErrorCode::InvalidStream => "INVALID_STREAM",
+            ErrorCode::OutputLimit => "OUTPUT_LIMIT",
+            ErrorCode::ModelError => "MODEL_ERROR",
+            ErrorCode::Unimplemented => "UNIMPLEMENTED",
+            ErrorCode::NotFound => "NOT_FOUND",
         }
     }
 

@@ -17,11 +17,13 @@
 //!
 //! The subjects of agents and models come here as those surfaces land.
 
+pub mod agents;
 pub mod auth;
 pub mod codes;
 pub mod discovery;
 pub mod documents;
 pub mod jobs;
+pub mod models;
 pub mod names;
 pub mod nats;
 pub mod rpc;

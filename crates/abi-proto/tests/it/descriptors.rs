@@ -126,6 +126,19 @@ fn document_matches_the_reference_field_by_field() {
 }
 
 #[test]
+fn agent_matches_the_reference_field_by_field() {
+    assert_same("abi/agent/v1/agent.proto", "agent.v1.agent_pb2");
+}
+
+#[test]
+fn model_registry_matches_the_reference_field_by_field() {
+    assert_same(
+        "abi/model_registry/v1/model_registry.proto",
+        "model_registry.v1.model_registry_pb2",
+    );
+}
+
+#[test]
 fn the_comparison_sees_a_renumbered_field() {
     let mut file = ours("abi/document/v1/document.proto");
     let before = shape(&file);

@@ -31,16 +31,16 @@ const LEASE_TOKEN: &str = "tok-0123456789abcdef0123456789abcdef0123456789abcdef0
 const LEASE_HASH: &str = "3377841e172a594c34ebaa953a3c3542cf988ff3694fc9ea8619b87cff46595f";
 
 /// Checks one file's bytes; the error says what differs.
-type Check = Box<dyn Fn(&[u8]) -> Result<(), String>>;
+pub(crate) type Check = Box<dyn Fn(&[u8]) -> Result<(), String>>;
 
 /// One vector: its file name (without `.bin`) and how to check its bytes.
-struct Case {
-    name: &'static str,
-    check: Check,
+pub(crate) struct Case {
+    pub(crate) name: &'static str,
+    pub(crate) check: Check,
 }
 
 /// The usual check: decodes to `expected`, and both re-encode to the bytes.
-fn exact<M>(name: &'static str, expected: M) -> Case
+pub(crate) fn exact<M>(name: &'static str, expected: M) -> Case
 where
     M: Message + Default + PartialEq + Debug + 'static,
 {
@@ -114,11 +114,11 @@ fn job_double(name: &'static str, timeout_seconds: f64, reencodes_identically: b
     }
 }
 
-fn s(value: &str) -> String {
+pub(crate) fn s(value: &str) -> String {
     value.to_owned()
 }
 
-fn context() -> common::CallContext {
+pub(crate) fn context() -> common::CallContext {
     common::CallContext {
         trace_id: s("trace-0123456789abcdef"),
         timeout_ms: 1500,
@@ -646,7 +646,7 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
@@ -655,7 +655,7 @@ fn vectors_dir() -> PathBuf {
 }
 
 /// The `.bin` files of a directory, by name without the extension.
-fn read_vectors(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+pub(crate) fn read_vectors(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut files = std::collections::BTreeMap::new();
     let entries = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("cannot read the vectors in {}: {e}", dir.display()));
@@ -670,7 +670,7 @@ fn read_vectors(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 }
 
 /// The venv Python that imports the reference (see scripts/setup.sh).
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Some(path) = std::env::var_os("ABI_PYTHON") {
         return PathBuf::from(path);
     }

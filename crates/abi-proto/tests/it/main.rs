@@ -3,3 +3,4 @@
 
 mod descriptors;
 mod golden;
+mod golden_agent_model;

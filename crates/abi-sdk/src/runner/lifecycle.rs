@@ -28,7 +28,7 @@ use crate::client::DiscoveryClient;
 use crate::config::{Config, DiscoveryConfig};
 use crate::error::BoxError;
 use crate::health::HealthServer;
-use crate::host::Host;
+use crate::host::{Host, ServedHost};
 use crate::local::LocalDiscovery;
 use crate::session::{Rollout, Session, SessionError};
 use crate::token::TokenSource;
@@ -43,6 +43,8 @@ pub(super) struct Parts<'a> {
     pub(super) job_hosts: &'a [Arc<dyn Host>],
     /// The host of the jobs declared with handlers, bound once registered.
     pub(super) jobs: Option<Arc<crate::jobs::JobHost>>,
+    /// The hosts the spec carries (also in `hosts`), bound before they start.
+    pub(super) served: &'a [Arc<dyn ServedHost>],
     pub(super) stop: CancellationToken,
     pub(super) local: Option<Arc<dyn LocalDiscovery>>,
 }
@@ -56,6 +58,8 @@ pub(super) struct Lifecycle<'a, M> {
     pub(super) job_hosts: &'a [Arc<dyn Host>],
     /// The host of the jobs declared with handlers, bound once registered.
     pub(super) jobs: Option<Arc<crate::jobs::JobHost>>,
+    /// The hosts the spec carries (also in `hosts`), bound before they start.
+    pub(super) served: &'a [Arc<dyn ServedHost>],
     /// A stop request (a signal or the caller's token); only ever that.
     pub(super) stop: CancellationToken,
     /// What the module sees as "stop taking work": cancelled by a stop
@@ -220,6 +224,10 @@ impl<M: Module> Lifecycle<'_, M> {
             jobs.bind_context(&self.cx).map_err(|e| {
                 RunError::new(RunErrorKind::Host, format!("host jobs: {e}")).with_source(e)
             })?;
+        }
+        for host in self.served {
+            host.bind(&self.cx)
+                .map_err(host_error(host.as_ref(), "bind"))?;
         }
         for host in self.hosts {
             host.start()

@@ -228,12 +228,19 @@ impl Runner {
         let Runner {
             spec,
             config,
-            hosts,
+            hosts: plain_hosts,
             mut job_hosts,
             stop,
             signals,
             local,
         } = self;
+        // The hosts the spec carries start first, then the runner's own.
+        let served = spec.served.0.clone();
+        let hosts: Vec<Arc<dyn Host>> = served
+            .iter()
+            .map(|h| h.clone() as Arc<dyn Host>)
+            .chain(plain_hosts)
+            .collect();
         // The jobs declared with handlers, in one host that closes first.
         let jobs = spec.job_handlers.host(spec.module_id());
         if let Some(jobs) = &jobs {
@@ -257,6 +264,7 @@ impl Runner {
             hosts: &hosts,
             job_hosts: &job_hosts,
             jobs,
+            served: &served,
             stop,
             local,
         };

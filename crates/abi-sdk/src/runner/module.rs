@@ -59,6 +59,7 @@ pub trait Module: Send + Sync + 'static {
 pub struct ModuleSpec {
     pub(crate) descriptor: pb::ModuleDescriptor,
     pub(crate) job_handlers: crate::jobs::host::JobHandlers,
+    pub(crate) served: crate::host::ServedHosts,
 }
 
 impl ModuleSpec {
@@ -72,6 +73,7 @@ impl ModuleSpec {
                 ..Default::default()
             },
             job_handlers: crate::jobs::host::JobHandlers::default(),
+            served: crate::host::ServedHosts::default(),
         }
     }
 
@@ -125,6 +127,18 @@ impl ModuleSpec {
     ) -> Self {
         self.descriptor.jobs.push(spec.to_descriptor());
         self.job_handlers.push(spec, std::sync::Arc::new(handler));
+        self
+    }
+
+    /// Serves `host` (an agent or model host): what it serves joins the
+    /// descriptor now, and the runner binds and starts it after
+    /// `on_initialized`, drains it with the others and closes it after the
+    /// job hosts, hosts in the order they were given (serve models before
+    /// agents to close them in the reference's order).
+    #[must_use]
+    pub fn serve(mut self, host: std::sync::Arc<dyn crate::host::ServedHost>) -> Self {
+        host.declare(&mut self.descriptor);
+        self.served.0.push(host);
         self
     }
 

@@ -41,6 +41,7 @@ impl<'a, M: Module> Lifecycle<'a, M> {
             hosts,
             job_hosts,
             jobs,
+            served,
             stop,
             local,
         } = parts;
@@ -102,6 +103,7 @@ impl<'a, M: Module> Lifecycle<'a, M> {
             hosts,
             job_hosts,
             jobs,
+            served,
             stop,
             stopping,
             lost,

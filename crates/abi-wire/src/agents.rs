@@ -1,0 +1,1 @@
+//! The agent contract's names: instance-addressed subjects, record collections, limits.

@@ -1,0 +1,1 @@
+//! The chat model contract's names: subjects, limits.
