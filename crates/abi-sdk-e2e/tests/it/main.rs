@@ -14,6 +14,7 @@ mod jobs_host;
 mod jobs_mixed_fleet;
 mod jobs_process;
 mod jobs_reaper;
+mod jobs_retention;
 mod jobs_rollout;
 mod jobs_schedules;
 mod lease;

@@ -22,7 +22,7 @@ pub mod time;
 pub use context::{
     JobContext, JobError, JobErrorKind, JobHandler, JobResult, MAX_LOG_LINE_CHARS, MAX_LOG_LINES,
 };
-pub use host::{JobHost, JobHostOptions};
+pub use host::{JobHost, JobHostOptions, JobRetention};
 pub use spec::{
     JOB_CONTRACT_MAJOR, JobSpec, JobSpecError, MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_DESCRIPTOR_BYTES,
     MAX_SCHEMA_BYTES, MAX_TRIGGER_INPUT_BYTES, Trigger, go_duration_seconds,

@@ -10,7 +10,7 @@
 //! and the fence), `runs.rs` (what is running here: cancel, hand back),
 //! `schedules.rs` (one schedule message per Cron/Every, never republished
 //! unchanged), `events.rs` (OnEvent bridges), `reaper.rs` (lost runs),
-//! `payload.rs` (claim checks).
+//! `retention.rs` (pruning finished runs), `payload.rs` (claim checks).
 
 mod cancel;
 mod consumer;
@@ -21,6 +21,7 @@ mod handlers;
 mod payload;
 mod reaper;
 mod record;
+mod retention;
 mod runs;
 mod schedules;
 mod supervise;
@@ -41,6 +42,7 @@ use crate::host::Host;
 
 pub use consumer::consumer_config;
 pub use handlers::JobHandlers;
+pub use retention::JobRetention;
 
 /// The part of a drain kept for writing handed-back records.
 const HANDBACK_SAVE_RESERVE: Duration = Duration::from_secs(1);
@@ -63,8 +65,12 @@ pub struct JobHostOptions {
     pub handback_grace: Duration,
     /// A RUNNING run without a heartbeat this long is lost (default 300 s).
     pub lost_after: Duration,
-    /// How often the reaper looks for lost runs, first at start (default 10 min).
+    /// How often the upkeep (reaper, then retention) runs, first at start
+    /// (default 10 min, the reference's `JobRetention.interval`).
     pub upkeep_interval: Duration,
+    /// Which finished run records the upkeep deletes; `None` keeps them all
+    /// (default [`JobRetention::default`], the reference's).
+    pub retention: Option<JobRetention>,
 }
 
 impl Default for JobHostOptions {
@@ -78,6 +84,7 @@ impl Default for JobHostOptions {
             handback_grace: Duration::from_secs(2),
             lost_after: Duration::from_secs(300),
             upkeep_interval: Duration::from_secs(600),
+            retention: Some(JobRetention::default()),
         }
     }
 }
@@ -238,6 +245,21 @@ impl JobHost {
         reaper::reap(shared, &self.jobs(shared)).await
     }
 
+    /// One retention pass now (the upkeep runs one after each reaper pass):
+    /// deletes the finished run records `options.retention` lets go; returns
+    /// how many (0 without a retention).
+    ///
+    /// # Errors
+    ///
+    /// [`JobHostError`] when the document service fails.
+    pub async fn prune(&self) -> Result<u64, JobHostError> {
+        let shared = self.shared()?;
+        match &shared.options.retention {
+            Some(retention) => retention::prune(shared, &self.jobs(shared), retention).await,
+            None => Ok(0),
+        }
+    }
+
     /// How many runs this host is running now.
     pub fn running(&self) -> usize {
         self.shared.get().map_or(0, |s| s.runs.len())
@@ -321,8 +343,14 @@ impl JobHost {
             let (upkeep, upkeep_jobs) = (shared.clone(), jobs.clone());
             self.loops.spawn(async move {
                 loop {
+                    // A store hiccup in one must not stop the other, nor the next pass.
                     if let Err(err) = reaper::reap(&upkeep, &upkeep_jobs).await {
-                        warn!(error = %err, "job run upkeep failed; retrying");
+                        warn!(error = %err, "job run reaper failed; retrying");
+                    }
+                    if let Some(retention) = &upkeep.options.retention
+                        && let Err(err) = retention::prune(&upkeep, &upkeep_jobs, retention).await
+                    {
+                        warn!(error = %err, "job run retention failed; retrying");
                     }
                     tokio::select! {
                         () = upkeep.closing.cancelled() => break,

@@ -6,16 +6,20 @@
 //!   stopped and no attempt is left.
 //! - RUNNING with attempts left and no heartbeat as long, or RETRYING past
 //!   its retry time, whose trigger left the stream: nothing can redeliver it.
+//!
+//! The active runs are read with a cursor, page after page (the reference
+//! reads one page of 1000 and never sees the rest).
 
 use abi_document_model::{Data, Datetime, FindQuery, Predicate, Value};
 use abi_wire::jobs as wire;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use futures::StreamExt as _;
 use tracing::{info, warn};
 
 use super::{Job, JobHostError, Shared};
 use crate::CallErrorKind;
 
-/// Most active runs one pass reads per job (the reference's page).
+/// Active runs read per page (the reference's single page).
 const PAGE: i64 = 1000;
 
 fn text(data: &Data, key: &str) -> String {
@@ -54,12 +58,9 @@ pub(super) async fn reap(shared: &Shared, jobs: &[Job]) -> Result<usize, JobHost
             limit: PAGE,
             ..FindQuery::default()
         };
-        let page = shared
-            .links
-            .documents
-            .find(&shared.collection, query)
-            .await?;
-        for doc in page.items {
+        let mut active = std::pin::pin!(shared.links.documents.find_all(&shared.collection, query));
+        while let Some(doc) = active.next().await {
+            let doc = doc?;
             if shared.runs.contains(&doc.id) {
                 continue;
             }
