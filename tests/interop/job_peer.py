@@ -10,7 +10,10 @@
 
     job_peer.py trigger <nats_url> <token> <project> <module> <job> <payload_json> <key or ->
         Triggers through naas_abi_sdk's JobProxy (the reference caller) and
-        prints {"run_id": ..., "duplicate": ...}.
+        prints {"run_id": ..., "duplicate": ...}. A <payload_json> of
+        "@<path>" reads the payload from that file (payloads above the
+        broker limit, which the reference sends as claim checks, do not fit
+        an argument).
 """
 
 import asyncio
@@ -67,6 +70,9 @@ async def trigger(url, token, project, module, job, payload, key):
 
     transport = Transport(url, token)
     proxy = JobProxy(transport, project, module, JobDescriptor(job))
+    if payload.startswith("@"):
+        with open(payload[1:], encoding="utf-8") as file:
+            payload = file.read()
     run = await proxy.trigger(
         json.loads(payload), idempotency_key=None if key == "-" else key
     )

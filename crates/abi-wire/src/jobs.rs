@@ -35,6 +35,12 @@ pub const CLAIM_CHECK_HEADER: &str = "Abi-Claim-Check";
 pub const CLAIM_CHECK_SIZE_HEADER: &str = "Abi-Claim-Check-Size";
 /// How long a claim-checked payload is kept (the reference's 7 days).
 pub const CLAIM_CHECK_TTL_SECS: u64 = 7 * 24 * 3600;
+/// The largest payload a claim check carries (the reference's
+/// `MAX_VALUE_BYTES`, 256 MiB); beyond it a caller sends a storage reference.
+pub const CLAIM_CHECK_MAX_BYTES: usize = 256 * 1024 * 1024;
+/// The largest chunk of a claim-checked object; smaller when half the
+/// broker's `max_payload` is less.
+pub const CLAIM_CHECK_MAX_CHUNK_BYTES: usize = 128 * 1024;
 /// The claim-check store's description (the reference's).
 pub const CLAIM_CHECK_DESCRIPTION: &str = "NATS messages above the broker limit (claim check)";
 /// Largest run result stored whole (JSON bytes); beyond it a preview.

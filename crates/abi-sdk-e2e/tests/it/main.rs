@@ -8,6 +8,7 @@ mod drain;
 mod interop;
 mod jobs_caller;
 mod jobs_cancel;
+mod jobs_claim_check;
 mod jobs_fixture;
 mod jobs_handover;
 mod jobs_host;

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use crate::client::DiscoveryClient;
 use crate::documents::DocumentClient;
 use crate::error::{CallError, Error, kind_display};
+use crate::jobs::claim_check::{self, ClaimCheckError};
 use crate::jobs::run::JobRun;
 use crate::proxy::ModuleProxy;
 use crate::token::TokenSource;
@@ -35,9 +36,12 @@ const PAYLOAD_RESERVE: usize = 16;
 pub enum TriggerErrorKind {
     /// The client runs against an in-process service: jobs need NATS.
     NoConnection,
-    /// The payload is above the broker's `max_payload`. The reference sends
-    /// such payloads as claim checks; this client does not (yet).
+    /// The payload is above the claim-check limit (256 MiB): send a
+    /// storage reference instead.
     PayloadTooLarge,
+    /// The payload needed a claim check and the claim-check store could
+    /// not be opened or written.
+    ClaimCheck,
     /// No jobs stream for the project (discovery prepares it before serving).
     StreamNotFound,
     /// The stream did not acknowledge before the deadline; the trigger may
@@ -50,6 +54,7 @@ pub enum TriggerErrorKind {
 kind_display!(TriggerErrorKind {
     NoConnection => "no NATS connection",
     PayloadTooLarge => "payload too large",
+    ClaimCheck => "claim check not stored",
     StreamNotFound => "jobs stream not found",
     TimedOut => "timed out",
     Transport => "transport error",
@@ -199,10 +204,16 @@ impl JobClient {
     /// makes a repeat within the stream's duplicate window (2 minutes) the
     /// same run, returned with [`JobRun::duplicate`] set.
     ///
+    /// A message that would not fit the broker's `max_payload` (headers and
+    /// the stream header counted, as the reference counts them) is sent as a
+    /// claim check: the body goes to the `abi_claim_checks` object store and
+    /// the trigger carries an empty body with `Abi-Claim-Check` and
+    /// `Abi-Claim-Check-Size`, exactly as the reference's `JobProxy.trigger`.
+    ///
     /// # Errors
     ///
-    /// `PayloadTooLarge` above the broker's `max_payload` (no claim check),
-    /// `StreamNotFound`, `TimedOut`, `Transport`.
+    /// `PayloadTooLarge` above 256 MiB, `ClaimCheck` when a needed claim
+    /// check cannot be stored, `StreamNotFound`, `TimedOut`, `Transport`.
     ///
     /// # Cancel safety
     ///
@@ -228,24 +239,36 @@ impl JobClient {
         headers.insert(async_nats::header::NATS_EXPECTED_STREAM, stream.as_str());
         let max = inner.nats.server_info().max_payload;
         let size = body.len() + header_block_len(&headers) + PAYLOAD_RESERVE;
-        if max > 0 && size > max {
-            return Err(TriggerError::new(
-                TriggerErrorKind::PayloadTooLarge,
-                format!(
-                    "the trigger is {size} bytes, the broker takes at most {max} \
-                     (claim checks for large payloads are not supported: store the data \
-                     elsewhere and send a reference)"
-                ),
-            ));
-        }
         let mut js = async_nats::jetstream::new(inner.nats.clone());
         js.set_timeout(inner.trigger_timeout);
+        let mut body = Bytes::from(body);
+        if max > 0 && size > max {
+            // Too large for one message: the body travels as a claim check.
+            let stored =
+                tokio::time::timeout(inner.trigger_timeout, claim_check::store(&js, &body, max))
+                    .await
+                    .map_err(|_| {
+                        TriggerError::new(
+                            TriggerErrorKind::TimedOut,
+                            "claim check not stored in time",
+                        )
+                    })?;
+            let name = stored.map_err(|e| {
+                let kind = match e {
+                    ClaimCheckError::TooLarge { .. } => TriggerErrorKind::PayloadTooLarge,
+                    ClaimCheckError::Store { .. } => TriggerErrorKind::ClaimCheck,
+                };
+                TriggerError::new(kind, e.to_string()).with_source(e)
+            })?;
+            headers.insert(jobs::CLAIM_CHECK_HEADER, name.as_str());
+            headers.insert(
+                jobs::CLAIM_CHECK_SIZE_HEADER,
+                body.len().to_string().as_str(),
+            );
+            body = Bytes::new();
+        }
         let subject = inner.subjects.trigger();
-        let sent = async {
-            js.publish_with_headers(subject, headers, Bytes::from(body))
-                .await?
-                .await
-        };
+        let sent = async { js.publish_with_headers(subject, headers, body).await?.await };
         let ack = tokio::time::timeout(inner.trigger_timeout, sent)
             .await
             .map_err(|_| {
