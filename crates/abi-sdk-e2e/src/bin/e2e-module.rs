@@ -4,6 +4,8 @@
 //! - `E2E_ID`: module id; `E2E_VERSION`: package version (default 1.0.0);
 //! - `E2E_DEPS`: `id:major,id:major` dependencies;
 //! - `E2E_JOB_HOST=1`: adds a job host that reports prepare/start/drain/close;
+//! - `E2E_SERVED_HOST=1`: the spec serves a host (declaring agent `recorder`)
+//!   that reports bind/start/drain/close;
 //! - `E2E_FAIL`: `on_load`, `on_initialized` or `job_start` fails on purpose;
 //! - `E2E_WORK_MS`: `run` starts one piece of work of that length, holding a guard;
 //! - `E2E_STARTUP_MS`, `E2E_REFRESH_MS`, `E2E_NO_WATCH=1`: discovery timings;
@@ -14,8 +16,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use abi_proto::discovery::v1 as pb;
 use abi_sdk::{
     BoxError, Config, Context, DiscoveryConfig, HookResult, Host, Module, ModuleSpec, Runner,
+    ServedHost,
 };
 use futures::future::BoxFuture;
 
@@ -130,6 +134,53 @@ impl Host for JobHost {
     }
 }
 
+/// A host the spec carries: declares one agent, reports each step.
+struct Recorder;
+
+impl Host for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+
+    fn start(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async {
+            event("served_host start");
+            Ok(())
+        })
+    }
+
+    fn drain(&self, _timeout: Duration) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async {
+            event("served_host drain");
+            Ok(())
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async { event("served_host close") })
+    }
+}
+
+impl ServedHost for Recorder {
+    fn declare(&self, descriptor: &mut pb::ModuleDescriptor) {
+        descriptor.agents.push(pb::AgentDescriptor {
+            name: "recorder".into(),
+            description: "declared by the served host".into(),
+            contract_major: 1,
+            capabilities: vec!["agent.invoke.v1".into()],
+        });
+    }
+
+    fn bind(&self, cx: &Context) -> Result<(), BoxError> {
+        let instance = cx.session().map(|s| s.instance_id().to_owned());
+        event(&format!(
+            "served_host bind instance={}",
+            instance.unwrap_or_default()
+        ));
+        Ok(())
+    }
+}
+
 fn millis(key: &str) -> Option<Duration> {
     env(key)
         .and_then(|v| v.parse().ok())
@@ -147,6 +198,9 @@ async fn main() {
         if let Some((dep_id, major)) = dep.split_once(':') {
             spec = spec.dependency(dep_id, major.parse().unwrap_or(1));
         }
+    }
+    if env("E2E_SERVED_HOST").is_some() {
+        spec = spec.serve(Arc::new(Recorder));
     }
     let mut config = match Config::from_env(&id) {
         Ok(config) => config,

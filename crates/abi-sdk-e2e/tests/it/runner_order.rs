@@ -53,6 +53,52 @@ async fn without_a_rollout_hooks_and_hosts_run_in_order_and_sigterm_drains() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_host_declares_binds_after_initialization_and_closes_after_the_job_hosts() {
+    let world = World::start(20.0).await;
+    let mut module = world.spawn("served", &[("E2E_JOB_HOST", "1"), ("E2E_SERVED_HOST", "1")]);
+    module.expect("run").await;
+    world.wait_status("served", "READY").await;
+    // What the host declared is in the registered descriptor.
+    let found = world
+        .admin
+        .module("served", 1)
+        .agent("recorder")
+        .await
+        .unwrap();
+    assert_eq!(found.descriptor.description, "declared by the served host");
+
+    module.signal("TERM");
+    assert!(module.wait().await.success());
+    let events = module.events();
+    for (first, then) in [
+        ("on_initialized", "served_host"),
+        ("served_host", "run"),
+        ("run", "on_unloaded"),
+    ] {
+        before(&events, first, then);
+    }
+    let line = |prefix: &str| {
+        module
+            .lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {:#?}", module.lines))
+    };
+    // Bound (with the registered instance id) before it starts.
+    let bind = &module.lines[line("EVENT served_host bind")];
+    assert!(
+        bind.contains(&format!("instance={} ", found.instance_id)),
+        "{bind}"
+    );
+    assert!(line("EVENT served_host bind") < line("EVENT served_host start"));
+    assert!(line("EVENT served_host start") < line("EVENT run"));
+    assert!(line("EVENT served_host drain") < line("EVENT served_host close"));
+    // Closed after the job hosts, as the reference closes agents and models.
+    assert!(line("EVENT job_host close") < line("EVENT served_host close"));
+    world.wait_gone("served").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_rollout_the_job_host_prepares_first_and_starts_once_serving() {
     let world = World::start(20.0).await;
     let mut module = world.spawn("rolled", &[("E2E_JOB_HOST", "1"), ("ABI_ROLLOUT_ID", "r1")]);
