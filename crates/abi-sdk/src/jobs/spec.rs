@@ -283,6 +283,7 @@ pub struct JobSpec {
     kind: String,
     input_schema: String,
     output_schema: String,
+    coalesce_ticks: bool,
 }
 
 impl JobSpec {
@@ -307,6 +308,7 @@ impl JobSpec {
             kind: "job".to_owned(),
             input_schema: String::new(),
             output_schema: String::new(),
+            coalesce_ticks: false,
         })
     }
 
@@ -390,6 +392,23 @@ impl JobSpec {
     pub fn output_schema(mut self, schema: &serde_json::Value) -> Result<Self, JobSpecError> {
         self.output_schema = schema_json(schema, "output schema")?;
         Ok(self)
+    }
+
+    /// Whether our hosts skip a schedule tick that fired while another run
+    /// of the job was going (default off, the reference's behaviour: ticks
+    /// wait and run back to back). Such a tick is recorded SKIPPED with the
+    /// other run in its `skip_reason`, and acknowledged; runs of every host
+    /// count, as their records show them. A host option, not part of the
+    /// descriptor: a Python host serving the same job runs its ticks.
+    #[must_use]
+    pub fn coalesce_ticks(mut self, coalesce: bool) -> Self {
+        self.coalesce_ticks = coalesce;
+        self
+    }
+
+    /// Whether schedule ticks are coalesced ([`JobSpec::coalesce_ticks`]).
+    pub fn coalesces_ticks(&self) -> bool {
+        self.coalesce_ticks
     }
 
     /// The job's name.
@@ -519,6 +538,20 @@ mod tests {
         );
         assert_eq!(go_duration_seconds("1h30m").unwrap(), 5400.0);
         assert_eq!(go_duration_seconds("1.5s").unwrap(), 1.5);
+    }
+
+    #[test]
+    fn coalescing_ticks_leaves_the_descriptor_unchanged() {
+        let spec = JobSpec::new("poll")
+            .unwrap()
+            .trigger(Trigger::every("1s", None).unwrap())
+            .unwrap();
+        let coalesced = spec.clone().coalesce_ticks(true);
+        assert!(coalesced.coalesces_ticks() && !spec.coalesces_ticks());
+        assert_eq!(
+            coalesced.to_descriptor().encode_to_vec(),
+            spec.to_descriptor().encode_to_vec()
+        );
     }
 
     #[test]

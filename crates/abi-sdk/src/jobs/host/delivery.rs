@@ -4,6 +4,8 @@
 //! nak with a backoff, or term. Two departures: a record taken over by
 //! another attempt is never written (fencing), and a run stopped by the
 //! host's shutdown is handed back (`-NAK`) with its attempt given back.
+//! With [`crate::jobs::JobSpec::coalesce_ticks`], a schedule tick that fired
+//! while another run was going is recorded SKIPPED unrun (`coalesce.rs`).
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use abi_document_model::{Data, Document, Value};
 use abi_wire::jobs as wire;
 use async_nats::jetstream::Message;
 use bytes::Bytes;
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use super::record::{self, Fence, Saved};
 use super::supervise::{Outcome, supervise};
@@ -206,6 +208,21 @@ async fn run_attempt(
     put("heartbeat_at", now_iso().into());
     put("trace_id", "".into());
     put("error", "".into());
+    if job.spec.coalesces_ticks() && trigger["kind"] == wire::SCHEDULE_TRIGGER {
+        match super::coalesce::overlapping(shared, job.spec.name(), run_id, fired).await {
+            Ok(Some(other)) => {
+                let fields = super::coalesce::skipped(fields, attempt - 1, &other);
+                if let Err(err) = record::start(shared, run_id, existing, fields, replace).await {
+                    return defer(shared, &msg, run_id, delivery, &err).await;
+                }
+                info!(run_id = %run_id, other = %other, "schedule tick coalesced into a run still going");
+                notify(shared, job, run_id, "SKIPPED").await;
+                return reply(shared, &msg, wire::ACK).await;
+            }
+            Ok(None) => {}
+            Err(err) => return defer(shared, &msg, run_id, delivery, &err).await,
+        }
+    }
     if let Err(err) = record::start(shared, run_id, existing, fields, replace).await {
         return defer(shared, &msg, run_id, delivery, &err).await;
     }
@@ -350,20 +367,25 @@ async fn finish(
         }
     }
     if terminal {
-        let notice = wire::completion_notice(run_id, status);
-        if let Err(err) = shared
-            .links
-            .nats
-            .publish(job.subjects.done(), notice.into())
-            .await
-        {
-            warn!(run_id = %run_id, error = %err, "could not publish a job completion");
-        }
+        notify(shared, job, run_id, status).await;
     }
     if status == "RETRYING" {
         reply(shared, msg, &wire::nak_with_delay(retry_delay)).await;
     } else {
         retire(shared, msg, status).await;
+    }
+}
+
+/// Tells waiters a run ended (core NATS, at most once: they poll too).
+async fn notify(shared: &Shared, job: &Job, run_id: &str, status: &str) {
+    let notice = wire::completion_notice(run_id, status);
+    if let Err(err) = shared
+        .links
+        .nats
+        .publish(job.subjects.done(), notice.into())
+        .await
+    {
+        warn!(run_id = %run_id, error = %err, "could not publish a job completion");
     }
 }
 

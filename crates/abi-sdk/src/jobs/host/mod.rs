@@ -10,9 +10,11 @@
 //! and the fence), `runs.rs` (what is running here: cancel, hand back),
 //! `schedules.rs` (one schedule message per Cron/Every, never republished
 //! unchanged), `events.rs` (OnEvent bridges), `reaper.rs` (lost runs),
-//! `retention.rs` (pruning finished runs), `payload.rs` (claim checks).
+//! `retention.rs` (pruning finished runs), `coalesce.rs` (skipping ticks
+//! that fired while a run was going), `payload.rs` (claim checks).
 
 mod cancel;
+mod coalesce;
 mod consumer;
 mod delivery;
 mod events;

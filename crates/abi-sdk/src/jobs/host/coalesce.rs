@@ -1,0 +1,84 @@
+//! Tick coalescing ([`crate::jobs::JobSpec::coalesce_ticks`]): a schedule
+//! tick that fired while another run of its job was going is recorded
+//! SKIPPED instead of run, so a slow job does not catch up on a backlog of
+//! ticks back to back.
+//!
+//! "Going" is read from the run records, so runs of every host count
+//! (Python ones too), and the ticks a busy job's `max_ack_pending` held back
+//! in the stream are coalesced when they are finally delivered:
+//! - a RUNNING run started at or before the tick fired, heartbeating within
+//!   the ack wait (a run whose host died stops counting);
+//! - a finished run that started at or before the tick fired and finished
+//!   after it.
+//!
+//! Timestamps compare as text, the reference's format (`started_at` and
+//! `finished_at` from the hosts' clocks, `fired_at` from the server's).
+
+use abi_document_model::{Data, Datetime, FindQuery, Predicate, Value};
+
+use super::Shared;
+use crate::error::CallError;
+
+/// The run of `job` that was going when the tick `run_id` fired at `fired`.
+pub(super) async fn overlapping(
+    shared: &Shared,
+    job: &str,
+    run_id: &str,
+    fired: &str,
+) -> Result<Option<String>, CallError> {
+    let wait = i64::try_from(shared.options.ack_wait.as_micros()).unwrap_or(i64::MAX);
+    let now = Datetime::now();
+    let alive = Datetime::from_unix_micros(now.unix_micros().saturating_sub(wait))
+        .unwrap_or(now)
+        .isoformat();
+    let running = vec![
+        Predicate::new("job", "eq", job),
+        Predicate::new("status", "eq", "RUNNING"),
+        Predicate::new("started_at", "lte", fired),
+        Predicate::new("heartbeat_at", "gt", alive),
+    ];
+    let finished = vec![
+        Predicate::new("job", "eq", job),
+        Predicate::new("started_at", "lte", fired),
+        Predicate::new("finished_at", "gt", fired),
+    ];
+    for where_ in [running, finished] {
+        let query = FindQuery {
+            where_,
+            // The tick's own record may match (a redelivery): one more.
+            limit: 2,
+            ..FindQuery::default()
+        };
+        let page = shared
+            .links
+            .documents
+            .find(&shared.collection, query)
+            .await?;
+        if let Some(other) = page.items.into_iter().find(|doc| doc.id != run_id) {
+            return Ok(Some(other.id));
+        }
+    }
+    Ok(None)
+}
+
+/// The fields of a coalesced tick's record, from those its run would have
+/// started with: SKIPPED, never started, no attempt used.
+pub(super) fn skipped(mut fields: Data, attempts_used: i64, other: &str) -> Data {
+    fields.remove("started_at");
+    fields.remove("heartbeat_at");
+    let now = crate::jobs::time::now_iso();
+    for (k, v) in [
+        ("status", Value::from("SKIPPED")),
+        ("attempt", Value::Int(attempts_used)),
+        ("logs", Value::List(Vec::new())),
+        ("result", Value::Null),
+        (
+            "skip_reason",
+            format!("Coalesced: fired while run {other} was still going").into(),
+        ),
+        ("finished_at", now.into()),
+    ] {
+        fields.insert(k.to_owned(), v);
+    }
+    fields
+}
