@@ -63,6 +63,11 @@ pub const RUN_STATUSES: [&str; 8] = [
 pub const TERMINAL_STATUSES: [&str; 5] =
     ["SUCCEEDED", "SKIPPED", "FAILED", "TIMED_OUT", "CANCELLED"];
 
+/// The error of a run whose trigger expired before any host took it (a
+/// `FAILED` record with attempt 0, written by the caller that noticed; see
+/// the SDK's `JobRun::status`).
+pub const EXPIRED_UNRUN_ERROR: &str = "Trigger expired before any host ran it";
+
 /// What nats-py sends to acknowledge a delivery: an empty body.
 pub const ACK: &[u8] = b"";
 /// A bare negative acknowledgement: redeliver now.

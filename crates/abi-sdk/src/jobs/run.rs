@@ -7,9 +7,13 @@ use abi_wire::jobs;
 use futures::StreamExt as _;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
+use tracing::debug;
+
 use crate::error::{CallError, CallErrorKind, Error, kind_display};
 use crate::jobs::client::JobClient;
 use crate::jobs::record::RunRecord;
+
+mod expired;
 
 /// How often [`JobRun::wait`] reads the record when no completion notice
 /// arrives. Notices are at-most-once (core NATS), so the poll stays; it can
@@ -90,31 +94,61 @@ impl JobRun {
     /// placeholder until a host took the trigger (the reference's
     /// `JobRun.status()`).
     ///
+    /// Better than the reference: without a record, the trigger is looked
+    /// up on the stream (by its sequence, `STREAM.MSG.GET`); when it is gone
+    /// (its `Nats-TTL` passed before any host took it) no host will ever
+    /// run it, and the run ends `FAILED` with
+    /// [`abi_wire::jobs::EXPIRED_UNRUN_ERROR`], attempt 0: a record written
+    /// create-only, so Python callers (whose `wait` knows only the five
+    /// terminal statuses) see the same end.
+    ///
     /// # Errors
     ///
     /// Document service failures other than `DocumentNotFound` (a missing
-    /// collection, too, means no host wrote a record yet: `QUEUED`).
+    /// collection, too, means no host wrote a record yet: `QUEUED`). A
+    /// stream that cannot be read leaves the run `QUEUED`.
     ///
     /// # Cancel safety
     ///
-    /// Cancel-safe: it only reads.
+    /// Cancel-safe: it reads, and its one write is create-only.
     pub async fn status(&self) -> Result<RunRecord, CallError> {
+        let inner = &self.client.inner;
+        // At most twice: a host may write the record while we look.
+        for _ in 0..2 {
+            match self.read().await? {
+                Some(record) => return Ok(record),
+                None => match expired::check(inner, &self.run_id).await {
+                    Ok(expired::Unrun::Queued) => break,
+                    Ok(expired::Unrun::Expired(record)) => return Ok(record),
+                    Ok(expired::Unrun::Raced) => {}
+                    Err(e) => {
+                        debug!(run_id = %self.run_id, error = %e, "trigger not looked up");
+                        break;
+                    }
+                },
+            }
+        }
+        Ok(RunRecord::queued(&self.run_id, &inner.job))
+    }
+
+    /// The stored record, `None` when there is none.
+    async fn read(&self) -> Result<Option<RunRecord>, CallError> {
         let inner = &self.client.inner;
         let collection = jobs::runs_collection(&inner.project);
         match inner.documents.get(&collection, &self.run_id).await {
-            Ok(doc) => Ok(RunRecord::from_data(
+            Ok(doc) => Ok(Some(RunRecord::from_data(
                 &self.run_id,
                 &inner.job,
                 doc.version,
                 doc.data,
-            )),
+            ))),
             Err(e)
                 if matches!(
                     e.kind(),
                     CallErrorKind::DocumentNotFound | CallErrorKind::CollectionNotFound
                 ) =>
             {
-                Ok(RunRecord::queued(&self.run_id, &inner.job))
+                Ok(None)
             }
             Err(e) => Err(e),
         }
@@ -132,8 +166,9 @@ impl JobRun {
 
     /// Waits until the run ends, at most `timeout`: wakes on the job's
     /// completion notice, and reads the record every `poll_interval` in case
-    /// a notice was lost. Unlike the reference there is always a deadline: a
-    /// trigger that expires unrun never gets a record.
+    /// a notice was lost. Unlike the reference there is always a deadline,
+    /// and a trigger that expired unrun ends the wait (see
+    /// [`JobRun::status`]).
     ///
     /// # Errors
     ///

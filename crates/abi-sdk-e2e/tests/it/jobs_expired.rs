@@ -1,0 +1,70 @@
+//! A trigger whose TTL passes before any host takes it ends its caller's
+//! wait: `FAILED`, attempt 0, [`jobs::EXPIRED_UNRUN_ERROR`], stored so every
+//! reader sees it (the reference's `JobRun.wait` waits forever).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use abi_sdk::jobs::JobSpec;
+use abi_wire::jobs;
+use serde_json::json;
+
+use super::jobs_fixture::{DEADLINE, Setup, fast};
+
+const MODULE: &str = "acme.billing";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_that_expires_unrun_ends_the_wait_failed() {
+    let setup = Setup::start().await;
+    // A host of another job of the module: the module's run collection
+    // exists, nobody serves "ingest".
+    let (host, _) = setup
+        .host(MODULE, "rust-1", JobSpec::new("other").unwrap(), fast())
+        .await;
+    let job = setup.client(MODULE, "ingest");
+
+    // A trigger with the usual TTL stays queued.
+    let queued = job.trigger(json!({}), None).await.unwrap();
+    assert_eq!(queued.status().await.unwrap().status, "QUEUED");
+
+    // The reference's trigger with a one-second TTL.
+    let js = async_nats::jetstream::new(setup.nats.clone());
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(jobs::TRIGGER_HEADER, jobs::MANUAL_TRIGGER);
+    headers.insert(jobs::TTL_HEADER, "1s");
+    let ack = js
+        .publish_with_headers(
+            jobs::JobSubjects::new(&setup.project, MODULE, "ingest").trigger(),
+            headers,
+            "{}".into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let run = job.run(jobs::run_id("ingest", ack.sequence));
+    let started = Instant::now();
+    let record = run
+        .wait_with(DEADLINE, Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            record.status.as_str(),
+            record.attempt,
+            record.error.as_str()
+        ),
+        ("FAILED", 0, jobs::EXPIRED_UNRUN_ERROR)
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // Stored: a second reader gets the same record from the document service.
+    let again = run.status().await.unwrap();
+    assert_eq!(again.version, 1, "stored once, create-only");
+    assert_eq!(again.to_json(), record.to_json());
+    assert!(again.to_json()["finished_at"].is_string());
+
+    // The long-lived trigger is still queued.
+    assert_eq!(queued.status().await.unwrap().status, "QUEUED");
+    host.close_now().await;
+    setup.stop().await;
+}
