@@ -10,6 +10,7 @@
 //! `docs/benchmarks.md` for what each row means and the targets.
 
 mod documents;
+mod jobs;
 mod measure;
 mod report;
 mod runs;
@@ -73,6 +74,9 @@ pub enum Bench {
     /// Document service: raw NATS request-reply, abi-documents on SQLite and on
     /// PostgreSQL, the Python reference on SQLite.
     Documents(documents::Args),
+    /// Job hosts: trigger-to-start latency and throughput of a raw
+    /// JetStream floor, our JobHost and the Python reference's.
+    Jobs(jobs::Args),
 }
 
 impl Args {
@@ -105,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let table = match &args.command {
         Some(Bench::Documents(documents)) => documents::run(documents).await?,
+        Some(Bench::Jobs(jobs)) => jobs::run(jobs).await?,
         None => runs::run_all(&args).await?,
     };
     println!("{table}");

@@ -1,10 +1,11 @@
 //! The integration tests of `abi-bench`, in one test binary: `abi-bench
-//! --smoke` (`quick`) and `abi-bench documents --smoke` (`documents`) end to
-//! end, checking the tables' shape only (no timing is asserted). Shared
-//! table readers in `common`.
+//! --smoke` (`quick`), `abi-bench documents --smoke` (`documents`) and
+//! `abi-bench jobs --smoke` (`jobs`) end to end, checking the tables' shape
+//! only (no timing is asserted). Shared table readers in `common`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
 mod documents;
+mod jobs;
 mod quick;

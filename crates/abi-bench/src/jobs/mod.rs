@@ -1,0 +1,298 @@
+//! `abi-bench jobs`: job hosts side by side on one nats-server, one
+//! `abi-discovery` (which creates the jobs stream, as the platform does) and
+//! one `abi-documents` on SQLite (the run records of every target), all
+//! started by the bench.
+//!
+//! Targets, one after another, each its own process serving the same four
+//! jobs of its own module (`latency` at `max_concurrency` 1, and `c1`,
+//! `c16`, `c64` for the throughput cells, so no cell sees another's
+//! triggers):
+//!
+//! 1. **raw JetStream floor**: `abi-bench jobs --serve raw`, a pull loop per
+//!    job on the same consumer config that fetches `max_concurrency`
+//!    messages, and per message publishes the "started" message, acks, and
+//!    publishes a completion notice; no run record;
+//! 2. **ours**: `abi-bench jobs --serve ours`, `abi_sdk::jobs::JobHost` with
+//!    the reference's default options;
+//! 3. **reference**: `python/job_bench_peer.py serve`, naas_abi_sdk's
+//!    `JobHost` with its default options.
+//!
+//! Every handler's first action publishes its run id on a core-NATS subject
+//! the bench listens on; the bench stamps messages as they arrive, on its
+//! own clock, so both ends of every measurement are read in one process.
+
+mod platform;
+mod report;
+mod serve;
+mod workload;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use abi_sdk::{JobClient, TokenSource};
+use anyhow::Context as _;
+
+use crate::service::{self, Service};
+use report::Column;
+
+/// The project every target serves in (the nats-server is the bench's own).
+const PROJECT: &str = "bench";
+/// The secret tokens are signed with (32+ bytes, as HS256 wants).
+const SECRET: &str = "abi-bench-jobs-secret-0123456789abcdef!";
+/// The job the latency phase triggers.
+const LATENCY_JOB: &str = "latency";
+/// The `max_concurrency` of each throughput cell (its job is `c<n>`).
+pub const LEVELS: [u32; 3] = [1, 16, 64];
+
+/// Flags of `abi-bench jobs`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// A short run: 100 latency triggers, 1,000 triggers per throughput cell.
+    #[arg(long, conflicts_with = "smoke")]
+    pub quick: bool,
+    /// A correctness run only (20 latency triggers, 50 per cell): checks the table is whole.
+    #[arg(long)]
+    pub smoke: bool,
+    /// Triggers of the latency phase, one at a time (default 500; --quick 100; --smoke 20).
+    #[arg(long)]
+    pub iters: Option<usize>,
+    /// Triggers per throughput cell (default 5000; --quick 1000; --smoke 50).
+    #[arg(long)]
+    pub triggers: Option<usize>,
+    /// Triggers in flight while a throughput cell publishes.
+    #[arg(long, default_value_t = 64)]
+    pub publishers: usize,
+    /// Leave the Python reference out (its column reads "skipped").
+    #[arg(long)]
+    pub skip_reference: bool,
+    /// The `abi-discovery` binary (default: next to this executable).
+    #[arg(long, env = "ABI_DISCOVERY_BIN")]
+    pub discovery_bin: Option<PathBuf>,
+    /// The `abi-documents` binary (default: next to this executable).
+    #[arg(long, env = "ABI_DOCUMENTS_BIN")]
+    pub documents_bin: Option<PathBuf>,
+    /// Python with naas_abi_sdk installed (default: <workspace>/.venv/bin/python).
+    #[arg(long, env = "ABI_PYTHON")]
+    pub python: Option<PathBuf>,
+    /// The reference host script (default: crates/abi-bench/python/job_bench_peer.py).
+    #[arg(long)]
+    pub reference_script: Option<PathBuf>,
+    /// Internal: serve one target's jobs on this NATS URL instead of measuring.
+    #[arg(long, hide = true, value_names = ["KIND", "NATS_URL"], num_args = 2)]
+    pub serve: Option<Vec<String>>,
+}
+
+impl Args {
+    /// Triggers of the latency phase.
+    pub fn iters(&self) -> usize {
+        self.iters
+            .unwrap_or(if self.smoke {
+                20
+            } else if self.quick {
+                100
+            } else {
+                500
+            })
+            .max(1)
+    }
+
+    /// Triggers per throughput cell.
+    pub fn triggers(&self) -> usize {
+        self.triggers
+            .unwrap_or(if self.smoke {
+                50
+            } else if self.quick {
+                1000
+            } else {
+                5000
+            })
+            .max(1)
+    }
+}
+
+/// The jobs every target serves: name and `max_concurrency`.
+fn jobs() -> Vec<(String, u32)> {
+    let mut jobs = vec![(LATENCY_JOB.to_owned(), 1)];
+    jobs.extend(LEVELS.iter().map(|&n| (cell_job(n), n)));
+    jobs
+}
+
+/// The job of the throughput cell at `max_concurrency` `n`.
+fn cell_job(n: u32) -> String {
+    format!("c{n}")
+}
+
+/// Where a target's handlers announce that they started (core NATS).
+fn started_subject(module: &str) -> String {
+    format!("bench.jobs.started.{module}")
+}
+
+/// A token of `identity` signed with the bench's secret.
+fn token(identity: &str) -> String {
+    abi_test_support::requests::service_token(SECRET, identity)
+}
+
+/// Runs every target and returns the notes, the table and the verdicts
+/// (markdown); with `--serve`, serves one target until SIGTERM and exits.
+///
+/// # Errors
+///
+/// When a process cannot be started or set up, or the bus cannot be
+/// reached; failed or missing runs are counted in the table instead.
+pub async fn run(args: &Args) -> anyhow::Result<String> {
+    if let Some(serve) = &args.serve {
+        let (kind, url) = (&serve[0], &serve[1]);
+        serve::run(kind, url).await?;
+        // The parent stopped reading stdout after "ready": exit before
+        // main prints an (empty) table into the closed pipe.
+        std::process::exit(0);
+    }
+    let (iters, triggers) = (args.iters(), args.triggers());
+    eprintln!(
+        "abi-bench jobs: {iters} latency triggers, {triggers} triggers per throughput cell \
+         at max_concurrency {LEVELS:?}, {} publishers",
+        args.publishers
+    );
+    let load_before = load_average();
+    let started = Instant::now();
+    let root = service::workspace_root();
+    let python = args
+        .python
+        .clone()
+        .unwrap_or_else(|| root.join(".venv/bin/python"));
+    let script = args
+        .reference_script
+        .clone()
+        .unwrap_or_else(|| root.join("crates/abi-bench/python/job_bench_peer.py"));
+    let platform = platform::Platform::start(args, PROJECT, SECRET).await?;
+    let client = async_nats::connect(platform.url())
+        .await
+        .context("connect to nats")?;
+
+    let mut raw = Column::new("raw JetStream floor");
+    let svc = serve::spawn_rust("raw", &platform.url()).await?;
+    measure_target(&platform, &client, args, serve::RAW_MODULE, svc, &mut raw).await?;
+
+    let mut ours = Column::new("JobHost (Rust)");
+    let svc = serve::spawn_rust("ours", &platform.url()).await?;
+    measure_target(&platform, &client, args, serve::OURS_MODULE, svc, &mut ours).await?;
+
+    let mut reference = Column::new("reference JobHost (Python)");
+    if args.skip_reference {
+        reference.skipped = Some("--skip-reference".to_owned());
+    } else {
+        let svc = serve::spawn_reference(&python, &script, &platform.url()).await?;
+        measure_target(
+            &platform,
+            &client,
+            args,
+            serve::REFERENCE_MODULE,
+            svc,
+            &mut reference,
+        )
+        .await?;
+    }
+
+    let load_after = load_average();
+    let elapsed = started.elapsed();
+    platform.stop().await;
+    let verdicts = report::verdicts(&ours, &reference);
+    let notes = format!(
+        "Targets ran one after another on one nats-server with one abi-discovery (it created \
+         the jobs stream) and one abi-documents on SQLite (the run records), each target a \
+         process of its own serving its own module's jobs. Latency: {iters} triggers one at a \
+         time (each after the previous run's completion notice), {warmup} unmeasured first; \
+         throughput: {triggers} triggers per cell published by {publishers} concurrent callers, \
+         timed from the first publish to the last completion notice. {secs:.0} s in all. Load \
+         average (1 min) before / after: {load_before} / {load_after}.",
+        warmup = workload::WARMUP,
+        publishers = args.publishers.max(1),
+        secs = elapsed.as_secs_f64(),
+    );
+    let columns = [raw, ours, reference];
+    Ok(format!(
+        "{notes}\n\n{}\n{verdicts}",
+        report::table(&columns, triggers)
+    ))
+}
+
+/// Measures one running target, with the CPU the shared services spend
+/// meanwhile, then stops it.
+async fn measure_target(
+    platform: &platform::Platform,
+    client: &async_nats::Client,
+    args: &Args,
+    module: &str,
+    svc: Service,
+    column: &mut Column,
+) -> anyhow::Result<()> {
+    let before = platform.cpu();
+    let phases = target_phases(client, args, module, column).await;
+    let after = platform.cpu();
+    let spent = |a: Option<f64>, b: Option<f64>| Some(b? - a?);
+    column.documents_cpu = spent(before.documents, after.documents);
+    column.nats_cpu = spent(before.nats, after.nats);
+    match svc.usage() {
+        Ok(usage) => column.usage = Some(usage),
+        Err(error) => eprintln!("  {}: no CPU/RSS: {error:#}", column.name),
+    }
+    svc.stop().await;
+    phases
+}
+
+async fn target_phases(
+    client: &async_nats::Client,
+    args: &Args,
+    module: &str,
+    column: &mut Column,
+) -> anyhow::Result<()> {
+    let name = column.name;
+    let job = |job: &str| {
+        JobClient::new(
+            client.clone(),
+            TokenSource::issued(token("api")),
+            PROJECT,
+            module,
+            job,
+        )
+    };
+    eprintln!("{name}: trigger-to-start x{}", args.iters());
+    let latency = workload::latency(
+        client,
+        &job(LATENCY_JOB),
+        &started_subject(module),
+        args.iters(),
+    )
+    .await?;
+    column.start = latency.start.summary();
+    column.done = latency.done.summary();
+    column.failed += latency.failed;
+    for n in LEVELS {
+        eprintln!(
+            "{name}: throughput at max_concurrency {n}, {} triggers",
+            args.triggers()
+        );
+        let cell = workload::throughput(
+            client,
+            &job(&cell_job(n)),
+            args.triggers(),
+            args.publishers.max(1),
+        )
+        .await?;
+        eprintln!(
+            "  {:.0} runs/s ({} succeeded, {} failed or missing, triggers stored at {:.0}/s)",
+            cell.rate, cell.succeeded, cell.failed, cell.publish_rate
+        );
+        column.failed += cell.failed;
+        column.throughput.insert(n, cell);
+    }
+    Ok(())
+}
+
+/// The 1-minute load average from `/proc/loadavg`, or "?".
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
