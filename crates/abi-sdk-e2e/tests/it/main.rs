@@ -9,6 +9,7 @@ mod interop;
 mod jobs_caller;
 mod jobs_cancel;
 mod jobs_claim_check;
+mod jobs_coalesce;
 mod jobs_expired;
 mod jobs_fixture;
 mod jobs_handover;
