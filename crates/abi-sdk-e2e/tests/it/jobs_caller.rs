@@ -10,7 +10,7 @@ use abi_documents::config::{Storage, Valid};
 use abi_documents::store::{SqliteConfig, SqliteStore};
 use abi_process::{NatsSettings, Secret};
 use abi_sdk::TokenSource;
-use abi_sdk::jobs::{JobClient, TriggerErrorKind, WaitErrorKind};
+use abi_sdk::jobs::{JobClient, WaitErrorKind};
 use abi_test_support::{
     NatsServer, python, requests, spawn_until_ready, unique_name, workspace_root,
 };
@@ -305,13 +305,35 @@ async fn the_reference_proxy_and_ours_store_the_same_trigger() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_payload_above_max_payload_is_refused_with_a_typed_error() {
+async fn a_payload_above_max_payload_travels_as_a_claim_check() {
+    use tokio::io::AsyncReadExt as _;
     let setup = Setup::start().await;
     let job = setup.job("acme.billing", "ingest");
     let max = setup.nats.server_info().max_payload;
-    let big = "x".repeat(max);
-    let err = job.trigger(json!({ "blob": big }), None).await.unwrap_err();
-    assert_eq!(err.kind(), TriggerErrorKind::PayloadTooLarge);
-    assert!(err.message().contains("claim check"), "{err}");
+    let payload = json!({ "blob": "x".repeat(max) });
+    let run = job.trigger(payload.clone(), None).await.unwrap();
+    let js = async_nats::jetstream::new(setup.nats.clone());
+    let stream = js.get_stream(jobs::stream(&setup.project)).await.unwrap();
+    let (_, sequence) = jobs::parse_run_id(run.run_id()).unwrap();
+    let stored = stream.get_raw_message(sequence).await.unwrap();
+    assert!(stored.payload.is_empty());
+    let name = stored.headers.get(jobs::CLAIM_CHECK_HEADER).unwrap();
+    let body = format!("{{\"blob\": \"{}\"}}", "x".repeat(max));
+    assert_eq!(
+        stored
+            .headers
+            .get(jobs::CLAIM_CHECK_SIZE_HEADER)
+            .unwrap()
+            .as_str(),
+        body.len().to_string()
+    );
+    // The object holds the reference's `json.dumps(payload)`, in chunks
+    // that each fit the broker.
+    let store = js.get_object_store(jobs::CLAIM_CHECK_BUCKET).await.unwrap();
+    let mut object = store.get(name.as_str()).await.unwrap();
+    assert!(object.info().chunks > 1);
+    let mut read = Vec::new();
+    object.read_to_end(&mut read).await.unwrap();
+    assert!(read == body.as_bytes());
     setup.stop().await;
 }

@@ -5,20 +5,25 @@
 //! and a Rust host of the job cannot tell who sent them.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use abi_wire::jobs::{self, JobSubjects};
 use async_nats::HeaderMap;
 use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::stream::ConsumerCreateStrictErrorKind;
 use bytes::Bytes;
 
 use crate::client::DiscoveryClient;
 use crate::documents::DocumentClient;
 use crate::error::{CallError, Error, kind_display};
 use crate::jobs::claim_check::{self, ClaimCheckError};
+use crate::jobs::host::JobHostOptions;
+use crate::jobs::host::consumer_config;
 use crate::jobs::run::JobRun;
 use crate::proxy::ModuleProxy;
 use crate::token::TokenSource;
+use tracing::{debug, warn};
 
 /// How long a trigger may wait for the stream's acknowledgement unless set
 /// otherwise: a stored message is acknowledged in milliseconds; past this
@@ -82,6 +87,14 @@ pub(crate) struct Inner {
     pub(crate) subjects: JobSubjects,
     pub(crate) documents: DocumentClient,
     pub(crate) trigger_timeout: Duration,
+    /// The job's declared `max_concurrency`, for a consumer this client
+    /// creates (1, the reference's default, until [`JobClient::resolve`]
+    /// reads the descriptor; a host's start rewrites it anyway).
+    pub(crate) max_concurrency: u32,
+    /// Whether the job's durable consumer is known to exist.
+    pub(crate) consumer_ready: AtomicBool,
+    /// The caller's token, sent with cancels.
+    pub(crate) token: Arc<TokenSource>,
 }
 
 impl JobClient {
@@ -95,8 +108,23 @@ impl JobClient {
         job: impl Into<String>,
     ) -> Self {
         let module_id = module_id.into();
-        let documents = DocumentClient::new(nats.clone(), token, module_id.clone());
-        Self::build(nats, documents, project.into(), module_id, job.into())
+        let token = Arc::new(token);
+        let documents = DocumentClient::with_transport(
+            crate::transport::Transport::new(
+                crate::transport::Link::Nats(nats.clone()),
+                token.clone(),
+                crate::documents::DEFAULT_DOCUMENT_TIMEOUT,
+            ),
+            module_id.clone(),
+        );
+        Self::build(
+            nats,
+            documents,
+            token,
+            project.into(),
+            module_id,
+            job.into(),
+        )
     }
 
     /// The job `job` of `module_id` in `client`'s project, over its NATS
@@ -121,6 +149,7 @@ impl JobClient {
         Ok(Self::build(
             nats,
             documents,
+            client.token(),
             client.project().to_owned(),
             module_id.to_owned(),
             job.to_owned(),
@@ -136,14 +165,21 @@ impl JobClient {
     /// in-process proxy, which cannot carry jobs.
     pub async fn resolve(proxy: &ModuleProxy, job: &str) -> Result<Self, CallError> {
         let found = proxy.job(job).await?;
-        Self::from_discovery(proxy.client(), proxy.module_id(), &found.descriptor.name).map_err(
-            |e| CallError::new(crate::CallErrorKind::Other, e.message().to_owned()).with_source(e),
-        )
+        let client =
+            Self::from_discovery(proxy.client(), proxy.module_id(), &found.descriptor.name)
+                .map_err(|e| {
+                    CallError::new(crate::CallErrorKind::Other, e.message().to_owned())
+                        .with_source(e)
+                })?;
+        Ok(client.rebuilt(|inner| {
+            inner.max_concurrency = found.descriptor.max_concurrency.max(1);
+        }))
     }
 
     fn build(
         nats: async_nats::Client,
         documents: DocumentClient,
+        token: Arc<TokenSource>,
         project: String,
         module_id: String,
         job: String,
@@ -158,6 +194,9 @@ impl JobClient {
                 subjects,
                 documents,
                 trigger_timeout: DEFAULT_TRIGGER_TIMEOUT,
+                max_concurrency: 1,
+                consumer_ready: AtomicBool::new(false),
+                token,
             }),
         }
     }
@@ -166,17 +205,27 @@ impl JobClient {
     /// acknowledgement (default [`DEFAULT_TRIGGER_TIMEOUT`]).
     #[must_use]
     pub fn trigger_timeout(self, timeout: Duration) -> Self {
+        self.rebuilt(|inner| inner.trigger_timeout = timeout)
+    }
+
+    /// A copy of this client's settings, changed by `change`.
+    fn rebuilt(self, change: impl FnOnce(&mut Inner)) -> Self {
         let inner = &self.inner;
+        let mut copy = Inner {
+            nats: inner.nats.clone(),
+            project: inner.project.clone(),
+            module_id: inner.module_id.clone(),
+            job: inner.job.clone(),
+            subjects: inner.subjects.clone(),
+            documents: inner.documents.clone(),
+            trigger_timeout: inner.trigger_timeout,
+            max_concurrency: inner.max_concurrency,
+            consumer_ready: AtomicBool::new(inner.consumer_ready.load(Ordering::Relaxed)),
+            token: inner.token.clone(),
+        };
+        change(&mut copy);
         Self {
-            inner: Arc::new(Inner {
-                nats: inner.nats.clone(),
-                project: inner.project.clone(),
-                module_id: inner.module_id.clone(),
-                job: inner.job.clone(),
-                subjects: inner.subjects.clone(),
-                documents: inner.documents.clone(),
-                trigger_timeout: timeout,
-            }),
+            inner: Arc::new(copy),
         }
     }
 
@@ -267,6 +316,7 @@ impl JobClient {
             );
             body = Bytes::new();
         }
+        self.ensure_consumer(&js).await;
         let subject = inner.subjects.trigger();
         let sent = async { js.publish_with_headers(subject, headers, body).await?.await };
         let ack = tokio::time::timeout(inner.trigger_timeout, sent)
@@ -289,6 +339,40 @@ impl JobClient {
             jobs::run_id(&inner.job, ack.sequence),
             ack.duplicate,
         ))
+    }
+
+    /// Makes sure the job's durable consumer exists before the first
+    /// trigger (better than the reference, whose hosts create it with
+    /// `DeliverPolicy.NEW` on their first start, so a trigger stored before
+    /// that is never delivered): creates it, create-only, with exactly the
+    /// config a host creates ([`consumer_config`]: the host's default
+    /// `ack_wait` and this job's `max_concurrency`), so a Python or Rust
+    /// host starting later finds it unchanged. An existing consumer is left
+    /// as it is. Failures are logged and the trigger still goes out (as
+    /// safe as the reference's); the check repeats on the next trigger.
+    async fn ensure_consumer(&self, js: &async_nats::jetstream::Context) {
+        let inner = &self.inner;
+        if inner.consumer_ready.load(Ordering::Relaxed) {
+            return;
+        }
+        let config = consumer_config(
+            &inner.subjects,
+            inner.max_concurrency,
+            JobHostOptions::default().ack_wait,
+        );
+        let stream = jobs::stream(&inner.project);
+        match js.create_consumer_strict_on_stream(config, stream).await {
+            Ok(_) => {
+                debug!(job = %inner.job, consumer = %inner.subjects.consumer(), "created the job's consumer before its first trigger");
+                inner.consumer_ready.store(true, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == ConsumerCreateStrictErrorKind::AlreadyExists => {
+                inner.consumer_ready.store(true, Ordering::Relaxed);
+            }
+            Err(e) => {
+                warn!(job = %inner.job, error = %e, "could not make sure the job's consumer exists");
+            }
+        }
     }
 
     /// A handle on an existing run of this job (from its id).

@@ -234,8 +234,11 @@ impl JobRun {
     }
 
     /// Asks the module's hosts to cancel the run (the bare run id, core
-    /// NATS, on the module's cancel subject). Cooperative, and as with the
-    /// reference only a host running the run acts on it.
+    /// NATS, on the module's cancel subject), signed with the caller's
+    /// token in `Nats-Auth-Token` as other calls are. Our hosts refuse a
+    /// cancel whose token the document service does not accept; the
+    /// reference's hosts ignore the header. Cooperative; our hosts also
+    /// cancel queued and retrying runs, the reference's only running ones.
     ///
     /// # Errors
     ///
@@ -246,10 +249,16 @@ impl JobRun {
     /// Cancel-safe; a cancelled call may or may not have sent the cancel.
     pub async fn cancel(&self) -> Result<(), CancelError> {
         let inner = &self.client.inner;
+        let mut headers = async_nats::HeaderMap::new();
+        match inner.token.token() {
+            Ok(token) => headers.insert(abi_wire::auth::AUTH_HEADER, token.as_str()),
+            // Sent unsigned, as the reference's caller sends every cancel.
+            Err(e) => debug!(run_id = %self.run_id, error = %e, "cancel sent without a token"),
+        }
         let sent = async {
             inner
                 .nats
-                .publish(inner.subjects.cancel(), self.run_id.clone().into())
+                .publish_with_headers(inner.subjects.cancel(), headers, self.run_id.clone().into())
                 .await?;
             inner.nats.flush().await?;
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())

@@ -5,6 +5,8 @@
 //! cancel; compare-and-swap writes make one of them win, and a RUNNING run
 //! is left to the host running it. A Python host delivering such a trigger
 //! retires it the same way (its record is terminal).
+//!
+//! Cancels are authenticated when signed ([`authorized`]).
 
 use abi_document_model::{Data, Value};
 use abi_wire::jobs as wire;
@@ -12,7 +14,51 @@ use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use tracing::{info, warn};
 
 use super::{Job, Shared, record};
+use crate::documents::DocumentClient;
 use crate::jobs::time::now_iso;
+use crate::{CallErrorKind, TokenSource};
+
+/// Whether a cancel may act. A module host cannot check tokens itself (it
+/// lacks the platform secret), so a signed cancel is checked by the
+/// document service: the host reads the run's record *with the caller's
+/// token*, and only a token the service accepts for the module's namespace
+/// (the right a caller needs to follow the run at all) lets the cancel act.
+/// A forged, expired or foreign token is refused.
+///
+/// An unsigned cancel is accepted, as the reference's hosts accept every
+/// cancel: the reference's caller (`JobRun.cancel`) signs none, and
+/// refusing it would break a mixed fleet. Our caller always signs.
+pub(super) async fn authorized(shared: &Shared, msg: &async_nats::Message) -> bool {
+    let token = msg
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(abi_wire::auth::AUTH_HEADER))
+        .map(|v| v.as_str().to_owned());
+    let Some(token) = token else {
+        return true;
+    };
+    let run_id = String::from_utf8_lossy(&msg.payload);
+    let caller = DocumentClient::new(
+        shared.links.nats.clone(),
+        TokenSource::issued(token),
+        shared.module_id.clone(),
+    );
+    match caller.get(&shared.collection, &run_id).await {
+        Ok(_) => true,
+        Err(e)
+            if matches!(
+                e.kind(),
+                CallErrorKind::DocumentNotFound | CallErrorKind::CollectionNotFound
+            ) =>
+        {
+            true
+        }
+        Err(e) => {
+            warn!(run_id = %run_id, error = %e, "cancel refused: its token was not accepted");
+            false
+        }
+    }
+}
 
 /// Cancels `run_id` if it belongs to one of `jobs` and has not started or
 /// waits for a retry.

@@ -330,6 +330,9 @@ impl JobHost {
                         () = runs_shared.closing.cancelled() => break,
                         msg = cancels.next() => match msg {
                             Some(msg) => {
+                                if !cancel::authorized(&runs_shared, &msg).await {
+                                    continue;
+                                }
                                 let run_id = String::from_utf8_lossy(&msg.payload).into_owned();
                                 if !runs_shared.runs.cancel(&run_id) {
                                     cancel::cancel_idle(&runs_shared, &hosted, &run_id).await;
