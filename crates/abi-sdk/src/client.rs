@@ -97,7 +97,7 @@ impl DiscoveryClient {
         self
     }
 
-    fn token(&self) -> Arc<TokenSource> {
+    pub(crate) fn token(&self) -> Arc<TokenSource> {
         self.transport.token()
     }
 

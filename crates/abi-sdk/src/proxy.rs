@@ -182,6 +182,13 @@ impl ModuleProxy {
             })
             .ok_or_else(|| CallError::new(kind, name.to_owned()).with_code(code))
     }
+
+    /// A client of this module's agent `name` (submit, status, cancel,
+    /// events, invoke, stream); no call is made until it is used.
+    /// [`ModuleProxy::agent`] looks up the agent's descriptor instead.
+    pub fn agent_client(&self, name: impl Into<String>) -> crate::agents::AgentClient {
+        crate::agents::AgentClient::new(self.clone(), name.into())
+    }
 }
 
 /// Proxies for the modules a module declared it depends on, and only those.

@@ -76,6 +76,13 @@ pub const RUN_STATUSES: [&str; 7] = [
 /// The status shown for a finished run still in its owner's memory.
 pub const FINALIZING: &str = "FINALIZING";
 
+crate::rpc::reply!(
+    abi_proto::agent::v1::SubmitResponse,
+    abi_proto::agent::v1::StatusResponse,
+    abi_proto::agent::v1::CancelResponse,
+    abi_proto::agent::v1::EventResponse,
+);
+
 /// Whether `status` is terminal.
 pub fn is_terminal(status: &str) -> bool {
     TERMINAL_STATUSES.contains(&status)

@@ -373,6 +373,17 @@ impl SessionHandle {
         &self.lease.descriptor.module_id
     }
 
+    /// The lease token of the current registration (it changes when the
+    /// instance registers again): what hosts show discovery to be vouched for.
+    pub(crate) fn lease_token(&self) -> String {
+        self.lease.state().lease_token.clone()
+    }
+
+    /// The descriptor registered.
+    pub(crate) fn descriptor(&self) -> &pb::ModuleDescriptor {
+        &self.lease.descriptor
+    }
+
     /// The rollout this instance belongs to.
     pub fn rollout(&self) -> &Rollout {
         &self.lease.rollout

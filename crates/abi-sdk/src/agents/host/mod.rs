@@ -1,0 +1,372 @@
+//! [`AgentHost`]: serves a module's agents on the reference's four
+//! instance-addressed subjects, keeping run records, event fragments and
+//! conversation claims in the document service exactly as the reference's
+//! `AgentHost` does, so Python and Rust hosts and callers mix.
+//!
+//! Beyond the reference: submits are ordered per invocation and per
+//! conversation instead of behind one process-wide lock (`keyed.rs`); a full
+//! host answers `AGENT_BUSY` at once instead of leaving requests in the
+//! subscription's buffer (`serve.rs`); the upkeep (`upkeep.rs`) releases the
+//! conversation claims of owners discovery no longer lists and deletes
+//! finished records and their events after a retention period.
+//!
+//! Files: `serve.rs` (subscriptions, concurrency, replies), `ops.rs` (one
+//! request: the reference's checks in its order), `auth.rs` (discovery's
+//! answers, cached), `submit.rs`, `run.rs` (one execution: events, saves,
+//! pushes, deadline and idle timeout, cancel), `view.rs` (the `Invocation`
+//! a reply carries), `claims.rs`, `upkeep.rs`, `keyed.rs`.
+
+mod auth;
+mod claims;
+mod keyed;
+mod ops;
+mod run;
+mod serve;
+mod submit;
+mod upkeep;
+mod view;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use abi_document_model::CollectionSpec;
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::info;
+
+use super::handler::{AgentHandler, AgentSpec};
+use crate::documents::DocumentClient;
+use crate::error::BoxError;
+use crate::host::{Host, ServedHost};
+use crate::session::SessionHandle;
+use crate::{CallError, DiscoveryClient};
+
+pub use upkeep::AgentRetention;
+
+/// How a host serves its agents; defaults are the reference's where it has one.
+#[derive(Debug, Clone)]
+pub struct AgentHostOptions {
+    /// A streamed run, or one without a deadline, with no progress this long
+    /// is timed out (default 300 s, the reference's).
+    pub idle_timeout: Duration,
+    /// Requests handled at once; beyond it a request is answered
+    /// `AGENT_BUSY` at once (default 64, the reference's limit, which waits
+    /// instead).
+    pub max_concurrency: usize,
+    /// Live runs at once, all agents together (default 200, the reference's).
+    pub max_active_runs: usize,
+    /// How often the upkeep runs, first at start (default 60 s).
+    pub upkeep_interval: Duration,
+    /// Which finished records the upkeep deletes; `None` keeps them all
+    /// (default [`AgentRetention::default`], 7 days).
+    pub retention: Option<AgentRetention>,
+}
+
+impl Default for AgentHostOptions {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(abi_wire::agents::DEFAULT_IDLE_TIMEOUT_SECS),
+            max_concurrency: 64,
+            max_active_runs: abi_wire::agents::MAX_ACTIVE_RUNS,
+            upkeep_interval: Duration::from_secs(60),
+            retention: Some(AgentRetention::default()),
+        }
+    }
+}
+
+/// What the host talks to, taken from the running module.
+#[derive(Clone, Debug)]
+pub(crate) struct Links {
+    pub(crate) nats: async_nats::Client,
+    pub(crate) discovery: DiscoveryClient,
+    pub(crate) documents: DocumentClient,
+    pub(crate) session: SessionHandle,
+    pub(crate) project: String,
+    pub(crate) module_id: String,
+    pub(crate) contract_major: u32,
+}
+
+/// The names of the three collections.
+#[derive(Debug, Clone)]
+pub(crate) struct Collections {
+    pub(crate) runs: String,
+    pub(crate) events: String,
+    pub(crate) claims: String,
+}
+
+/// What every task of the host shares.
+pub(crate) struct Shared {
+    pub(crate) links: Links,
+    pub(crate) options: AgentHostOptions,
+    pub(crate) collections: Collections,
+    pub(crate) handlers: HashMap<String, Arc<dyn AgentHandler>>,
+    pub(crate) runs: run::Runs,
+    pub(crate) auth: auth::Authorizations,
+    pub(crate) membership: view::Membership,
+    pub(crate) submits: keyed::KeyedLocks,
+    /// Set by drain and close: submits are refused.
+    pub(crate) closing: std::sync::atomic::AtomicBool,
+    /// Cancelled on close: the subscriptions and the upkeep stop.
+    pub(crate) stop: CancellationToken,
+    /// Calls being handled.
+    pub(crate) calls: TaskTracker,
+    /// Runs executing.
+    pub(crate) executing: TaskTracker,
+}
+
+impl Shared {
+    pub(crate) fn instance_id(&self) -> &str {
+        self.links.session.instance_id()
+    }
+
+    pub(crate) fn documents(&self) -> &DocumentClient {
+        &self.links.documents
+    }
+
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Serves a module's agents. Declare it on the module with
+/// [`crate::ModuleSpec::serve`]; the runner binds, starts, drains and closes it.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use abi_sdk::agents::{AgentHost, AgentSpec, invoke_fn};
+/// use abi_sdk::ModuleSpec;
+///
+/// let host = AgentHost::new().agent(
+///     AgentSpec::new("echo", "Repeats the prompt"),
+///     invoke_fn(|prompt, _cx| async move { Ok(prompt) }),
+/// );
+/// let spec = ModuleSpec::new("acme.echo").serve(Arc::new(host));
+/// ```
+pub struct AgentHost {
+    agents: Vec<(AgentSpec, Arc<dyn AgentHandler>)>,
+    options: AgentHostOptions,
+    shared: OnceLock<Arc<Shared>>,
+    loops: TaskTracker,
+    subscriptions: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for AgentHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentHost")
+            .field(
+                "agents",
+                &self
+                    .agents
+                    .iter()
+                    .map(|(s, _)| s.name())
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an agent host cannot do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentHostError {
+    /// The module has no NATS connection, discovery or registration.
+    #[error("the agent host needs NATS, discovery and a registration (and the document service)")]
+    Unbound,
+    /// A NATS subscription failed.
+    #[error("nats: {0}")]
+    Nats(String),
+    /// A document call failed.
+    #[error("documents: {0}")]
+    Documents(#[from] CallError),
+}
+
+impl Default for AgentHost {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AgentHost {
+    /// A host of no agent yet, with the default options.
+    pub fn new() -> Self {
+        Self {
+            agents: Vec::new(),
+            options: AgentHostOptions::default(),
+            shared: OnceLock::new(),
+            loops: TaskTracker::new(),
+            subscriptions: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Serves `spec` with `handler`.
+    #[must_use]
+    pub fn agent(mut self, spec: AgentSpec, handler: Arc<dyn AgentHandler>) -> Self {
+        self.agents.push((spec, handler));
+        self
+    }
+
+    /// Sets the options (default [`AgentHostOptions::default`]).
+    #[must_use]
+    pub fn options(mut self, options: AgentHostOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// How many runs execute here now.
+    pub fn running(&self) -> usize {
+        self.shared.get().map_or(0, |s| s.runs.len())
+    }
+
+    /// One upkeep pass now (it also runs at start and every
+    /// `upkeep_interval`): releases claims of owners discovery no longer
+    /// lists, then applies the retention; returns (claims released, records
+    /// deleted).
+    ///
+    /// # Errors
+    ///
+    /// [`AgentHostError`] when unbound or a store call fails.
+    pub async fn upkeep(&self) -> Result<(usize, usize), AgentHostError> {
+        let shared = self.shared.get().ok_or(AgentHostError::Unbound)?;
+        upkeep::pass(shared).await
+    }
+
+    fn bind_links(&self, links: Links) {
+        let project = links.project.clone();
+        let shared = Shared {
+            links,
+            options: self.options.clone(),
+            collections: Collections {
+                runs: abi_wire::agents::runs_collection(&project),
+                events: abi_wire::agents::events_collection(&project),
+                claims: abi_wire::agents::claims_collection(&project),
+            },
+            handlers: self
+                .agents
+                .iter()
+                .map(|(s, h)| (s.name.clone(), h.clone()))
+                .collect(),
+            runs: run::Runs::default(),
+            auth: auth::Authorizations::default(),
+            membership: view::Membership::default(),
+            submits: keyed::KeyedLocks::default(),
+            closing: std::sync::atomic::AtomicBool::new(false),
+            stop: CancellationToken::new(),
+            calls: TaskTracker::new(),
+            executing: TaskTracker::new(),
+        };
+        let _ = self.shared.set(Arc::new(shared));
+    }
+
+    async fn start_serving(&self) -> Result<(), AgentHostError> {
+        let shared = self.shared.get().ok_or(AgentHostError::Unbound)?.clone();
+        for name in [
+            &shared.collections.runs,
+            &shared.collections.claims,
+            &shared.collections.events,
+        ] {
+            shared
+                .documents()
+                .ensure_collection(CollectionSpec::new(name.clone()))
+                .await?;
+        }
+        let tasks = serve::subscribe(&shared).await?;
+        if let Ok(mut subs) = self.subscriptions.lock() {
+            subs.extend(tasks);
+        }
+        self.loops.spawn(upkeep::run(shared.clone()));
+        info!(
+            instance_id = %shared.instance_id(),
+            agents = self.agents.len(),
+            "agent host started"
+        );
+        Ok(())
+    }
+
+    async fn drain_within(&self, timeout: Duration) {
+        let Some(shared) = self.shared.get() else {
+            return;
+        };
+        shared
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        shared.executing.close();
+        let _ = tokio::time::timeout(timeout, shared.executing.wait()).await;
+    }
+
+    async fn close_now(&self) {
+        let Some(shared) = self.shared.get() else {
+            return;
+        };
+        shared
+            .closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // Stop receiving, answer what was received, then stop what still runs.
+        shared.stop.cancel();
+        let subs = self
+            .subscriptions
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        for sub in subs {
+            let _ = sub.await;
+        }
+        shared.calls.close();
+        shared.calls.wait().await;
+        for run in shared.runs.all() {
+            run::cancel(shared, &run, "CANCELLED").await;
+        }
+        shared.executing.close();
+        shared.executing.wait().await;
+        self.loops.close();
+        self.loops.wait().await;
+    }
+}
+
+impl Host for AgentHost {
+    fn name(&self) -> &str {
+        "agents"
+    }
+
+    fn start(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async move { Ok(self.start_serving().await?) })
+    }
+
+    fn drain(&self, timeout: Duration) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async move {
+            self.drain_within(timeout).await;
+            Ok(())
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.close_now())
+    }
+}
+
+impl ServedHost for AgentHost {
+    fn declare(&self, descriptor: &mut abi_proto::discovery::v1::ModuleDescriptor) {
+        for (spec, _) in &self.agents {
+            descriptor.agents.push(spec.to_descriptor());
+        }
+    }
+
+    fn bind(&self, cx: &crate::Context) -> Result<(), BoxError> {
+        let (Some(nats), Some(discovery), Some(documents), Some(session)) =
+            (cx.nats(), cx.discovery(), cx.documents(), cx.session())
+        else {
+            return Err(Box::new(AgentHostError::Unbound));
+        };
+        let contract_major = session.descriptor().contract_major;
+        self.bind_links(Links {
+            nats: nats.clone(),
+            project: discovery.project().to_owned(),
+            discovery: discovery.clone(),
+            documents,
+            session: session.clone(),
+            module_id: cx.module_id().to_owned(),
+            contract_major,
+        });
+        Ok(())
+    }
+}

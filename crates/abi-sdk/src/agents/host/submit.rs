@@ -1,0 +1,192 @@
+//! A submit: the reference's checks and record, ordered per invocation (and
+//! the conversation's claim is create-only in the store), never behind one
+//! process-wide lock.
+
+use std::sync::Arc;
+
+use abi_document_model::{Data, Datetime, Document, Value};
+use abi_proto::agent::v1 as apb;
+use abi_wire::agents as wire;
+
+use super::ops::Refusal;
+use super::run::{self, Run, Start, Stored};
+use super::{Shared, claims};
+use crate::CallErrorKind;
+use crate::agents::handler::InvocationContext;
+use crate::agents::record;
+
+/// Accepts (or finds) the invocation `key` of agent `name` for `caller`.
+pub(super) async fn submit(
+    shared: &Arc<Shared>,
+    name: &str,
+    key: &str,
+    caller: &str,
+    req: apb::SubmitRequest,
+) -> Result<Document, Refusal> {
+    if req.thread_id.is_empty()
+        || req.thread_id.chars().count() > wire::MAX_THREAD_ID_CHARS
+        || req.prompt.len() > wire::MAX_PROMPT_BYTES
+        || !wire::MODES.contains(&req.mode.as_str())
+        || req.deadline_seconds > wire::MAX_DEADLINE_SECS
+    {
+        return Err(Refusal::new(
+            "INVALID_ARGUMENT",
+            "Invalid thread, prompt, mode or deadline",
+        ));
+    }
+    if !req.updates_inbox.is_empty() && !wire::is_updates_inbox(&req.updates_inbox) {
+        return Err(Refusal::new(
+            "INVALID_ARGUMENT",
+            "Updates go to an inbox subject only",
+        ));
+    }
+    let fingerprint = wire::fingerprint(
+        caller,
+        &req.thread_id,
+        &req.prompt,
+        &req.mode,
+        req.deadline_seconds,
+    );
+    let _turn = shared.submits.lock(key).await;
+    let runs = &shared.collections.runs;
+    if let Some(existing) = shared.documents().try_get(runs, key).await? {
+        if record::text(&existing.data, "caller") != caller {
+            return Err(Refusal::new(
+                "PERMISSION_DENIED",
+                "Invocation belongs to another caller",
+            ));
+        }
+        if record::text(&existing.data, "fingerprint") != fingerprint {
+            return Err(Refusal::new(
+                "INVOCATION_CONFLICT",
+                "Invocation ID reused with different input",
+            ));
+        }
+        if let Some(live) = shared.runs.get(key) {
+            live.watch(&req.updates_inbox);
+        }
+        return Ok(existing);
+    }
+    let reservation = if shared.is_closing() {
+        None
+    } else {
+        shared.runs.reserve(shared.options.max_active_runs)
+    };
+    let Some(_reservation) = reservation else {
+        return Err(Refusal::new(
+            "AGENT_BUSY",
+            "Provider is draining or at execution capacity",
+        ));
+    };
+    let mut data = accepted(shared, name, &req, caller, &fingerprint);
+    let doc = match shared
+        .documents()
+        .put(runs, key, data.clone(), Some(0))
+        .await
+    {
+        Ok(doc) => doc,
+        Err(e) if e.kind() == CallErrorKind::VersionConflict => {
+            let existing = shared.documents().get(runs, key).await?;
+            if record::text(&existing.data, "caller") != caller
+                || record::text(&existing.data, "fingerprint") != fingerprint
+            {
+                return Err(Refusal::new(
+                    "INVOCATION_CONFLICT",
+                    "Invocation ID already exists with different input",
+                ));
+            }
+            return Ok(existing);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let claim_key = wire::claim_key(name, caller, &req.thread_id);
+    let Some(claim) = claims::acquire(shared, &claim_key, key).await? else {
+        data.insert("status".into(), Value::from("FAILED"));
+        data.insert("error_code".into(), Value::from("CONVERSATION_BUSY"));
+        data.insert(
+            "error_message".into(),
+            Value::from("Conversation has an active or unresolved execution claim"),
+        );
+        data.insert(
+            "finished_at".into(),
+            Value::from(Datetime::now().isoformat()),
+        );
+        return Ok(shared
+            .documents()
+            .put(runs, key, data, Some(doc.version))
+            .await?);
+    };
+    data.insert("status".into(), Value::from("RUNNING"));
+    let doc = shared
+        .documents()
+        .put(runs, key, data.clone(), Some(doc.version))
+        .await?;
+    let context = InvocationContext {
+        invocation_id: req.invocation_id.clone(),
+        thread_id: wire::context_thread_id(
+            &shared.links.project,
+            &shared.links.module_id,
+            name,
+            caller,
+            &req.thread_id,
+        ),
+        caller_identity: caller.to_owned(),
+        cancelled: tokio_util::sync::CancellationToken::new(),
+    };
+    let watcher = (!req.updates_inbox.is_empty()).then(|| req.updates_inbox.clone());
+    let live = Arc::new(Run::new(
+        key.to_owned(),
+        name.to_owned(),
+        context,
+        (claim_key, claim.version),
+        Stored {
+            data,
+            version: doc.version,
+        },
+        watcher,
+    ));
+    run::spawn(
+        shared,
+        live,
+        Start {
+            mode: req.mode,
+            prompt: req.prompt,
+            deadline_secs: req.deadline_seconds,
+        },
+    );
+    Ok(doc)
+}
+
+/// The ACCEPTED record, field for field the reference's.
+fn accepted(
+    shared: &Shared,
+    name: &str,
+    req: &apb::SubmitRequest,
+    caller: &str,
+    fingerprint: &str,
+) -> Data {
+    let mut d = Data::new();
+    let text = |d: &mut Data, k: &str, v: &str| {
+        d.insert(k.into(), Value::from(v));
+    };
+    text(&mut d, "agent_name", name);
+    text(&mut d, "invocation_id", &req.invocation_id);
+    text(&mut d, "thread_id", &req.thread_id);
+    text(&mut d, "caller", caller);
+    text(&mut d, "fingerprint", fingerprint);
+    text(&mut d, "owner", shared.instance_id());
+    text(&mut d, "status", "ACCEPTED");
+    d.insert("events".into(), Value::List(Vec::new()));
+    d.insert(
+        "output_format".into(),
+        Value::Int(i64::from(wire::OUTPUT_FORMAT)),
+    );
+    d.insert("last_sequence".into(), Value::Int(0));
+    d.insert("result_parts".into(), Value::Int(0));
+    text(&mut d, "result", "");
+    text(&mut d, "error_code", "");
+    text(&mut d, "error_message", "");
+    text(&mut d, "submitted_at", &Datetime::now().isoformat());
+    text(&mut d, "trace_id", "");
+    d
+}
