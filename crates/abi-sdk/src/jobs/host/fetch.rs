@@ -12,6 +12,11 @@ use tracing::warn;
 
 use super::{Job, Shared, delivery};
 
+/// How long past its expiry a pull may go unanswered: the server ends
+/// every pull at its expiry, unless a reconnect lost the request (the
+/// client's own limit is 5 s, which would leave the job unfetched that long).
+const PULL_GRACE: Duration = Duration::from_secs(1);
+
 /// Runs until the host stops fetching; triggers received after that are
 /// handed straight back (a bare `-NAK`).
 pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsumer) {
@@ -45,7 +50,18 @@ pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsum
                 }
             }
         };
-        while let Some(message) = batch.next().await {
+        let deadline = tokio::time::Instant::now() + shared.options.fetch_expires + PULL_GRACE;
+        loop {
+            let next = tokio::select! {
+                next = batch.next() => next,
+                () = tokio::time::sleep_until(deadline) => {
+                    warn!(job = %job.spec.name(), "job pull unanswered (a reconnect?); pulling again");
+                    break;
+                }
+            };
+            let Some(message) = next else {
+                break;
+            };
             let message = match message {
                 Ok(message) => message,
                 Err(err) => {
