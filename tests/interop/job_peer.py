@@ -14,6 +14,10 @@
         "@<path>" reads the payload from that file (payloads above the
         broker limit, which the reference sends as claim checks, do not fit
         an argument).
+
+    job_peer.py wait <nats_url> <token> <project> <module> <job> <run_id> <timeout_s>
+        Waits through naas_abi_sdk's JobRun.wait (the reference caller) and
+        prints {"status": ..., "error": ...} of the record it returned.
 """
 
 import asyncio
@@ -81,6 +85,22 @@ async def trigger(url, token, project, module, job, payload, key):
     await nc.drain()
 
 
+async def wait(url, token, project, module, job, run_id, timeout):
+    from naas_abi_sdk.jobs import JobRun
+    from naas_abi_sdk.transport import Transport
+
+    transport = Transport(url, token)
+    record = await JobRun(transport, project, module, job, run_id).wait(
+        timeout=float(timeout)
+    )
+    print(
+        json.dumps({"status": record.get("status"), "error": record.get("error")}),
+        flush=True,
+    )
+    nc = await transport.connect()
+    await nc.drain()
+
+
 def main():
     command, args = sys.argv[1], sys.argv[2:]
     if command == "serve":
@@ -88,6 +108,8 @@ def main():
         asyncio.run(serve(url, token, project, module, jobs))
     elif command == "trigger":
         asyncio.run(trigger(*args))
+    elif command == "wait":
+        asyncio.run(wait(*args))
     else:
         sys.exit(f"unknown command {command!r}")
 

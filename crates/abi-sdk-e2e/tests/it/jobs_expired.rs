@@ -1,6 +1,7 @@
 //! A trigger whose TTL passes before any host takes it ends its caller's
 //! wait: `FAILED`, attempt 0, [`jobs::EXPIRED_UNRUN_ERROR`], stored so every
-//! reader sees it (the reference's `JobRun.wait` waits forever).
+//! reader sees it, the reference's `JobRun.wait` included (on its own it
+//! waits forever).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -62,6 +63,33 @@ async fn a_trigger_that_expires_unrun_ends_the_wait_failed() {
     assert_eq!(again.version, 1, "stored once, create-only");
     assert_eq!(again.to_json(), record.to_json());
     assert!(again.to_json()["finished_at"].is_string());
+
+    // The reference's caller reads it as the end of the run too.
+    let out = tokio::process::Command::new(abi_test_support::python())
+        .arg(abi_test_support::workspace_root().join("tests/interop/job_peer.py"))
+        .args([
+            "wait",
+            &setup.server.url(),
+            &setup.token("api"),
+            &setup.project,
+            MODULE,
+            "ingest",
+            run.run_id(),
+            "30",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        seen,
+        json!({"status": "FAILED", "error": jobs::EXPIRED_UNRUN_ERROR})
+    );
 
     // The long-lived trigger is still queued.
     assert_eq!(queued.status().await.unwrap().status, "QUEUED");
