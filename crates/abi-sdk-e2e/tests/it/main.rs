@@ -3,6 +3,8 @@
 
 mod agents_fixture
 mod agents_host
+mod agents_replicas
+mod agents_upkeep
 mod chain;
 mod cluster_leader_loss;
 mod cluster_seed_list;
