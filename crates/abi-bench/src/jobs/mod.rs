@@ -22,6 +22,7 @@
 //! own clock, so both ends of every measurement are read in one process.
 
 mod platform;
+mod records;
 mod report;
 mod serve;
 mod workload;
@@ -62,6 +63,10 @@ pub struct Args {
     /// Triggers in flight while a throughput cell publishes.
     #[arg(long, default_value_t = 64)]
     pub publishers: usize,
+    /// Add two columns between the raw floor and ours: the raw floor plus
+    /// the four run-record calls our host makes per run, and plus two.
+    #[arg(long)]
+    pub record_call_floors: bool,
     /// Leave the Python reference out (its column reads "skipped").
     #[arg(long)]
     pub skip_reference: bool,
@@ -173,6 +178,19 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     let svc = serve::spawn_rust("raw", &platform.url()).await?;
     measure_target(&platform, &client, args, serve::RAW_MODULE, svc, &mut raw).await?;
 
+    let mut floors = Vec::new();
+    if args.record_call_floors {
+        for (kind, module, name) in [
+            ("records4", records::FOUR_MODULE, "floor + 4 record calls"),
+            ("records2", records::TWO_MODULE, "floor + 2 record calls"),
+        ] {
+            let mut column = Column::new(name);
+            let svc = serve::spawn_rust(kind, &platform.url()).await?;
+            measure_target(&platform, &client, args, module, svc, &mut column).await?;
+            floors.push(column);
+        }
+    }
+
     let mut ours = Column::new("JobHost (Rust)");
     let svc = serve::spawn_rust("ours", &platform.url()).await?;
     measure_target(&platform, &client, args, serve::OURS_MODULE, svc, &mut ours).await?;
@@ -209,7 +227,9 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         publishers = args.publishers.max(1),
         secs = elapsed.as_secs_f64(),
     );
-    let columns = [raw, ours, reference];
+    let mut columns = vec![raw];
+    columns.extend(floors);
+    columns.extend([ours, reference]);
     Ok(format!(
         "{notes}\n\n{}\n{verdicts}",
         report::table(&columns, triggers)
@@ -227,7 +247,7 @@ async fn measure_target(
     column: &mut Column,
 ) -> anyhow::Result<()> {
     let before = platform.cpu();
-    let phases = target_phases(client, args, module, column).await;
+    let phases = target_phases(platform, client, args, module, &svc, column).await;
     let after = platform.cpu();
     let spent = |a: Option<f64>, b: Option<f64>| Some(b? - a?);
     column.documents_cpu = spent(before.documents, after.documents);
@@ -241,9 +261,11 @@ async fn measure_target(
 }
 
 async fn target_phases(
+    platform: &platform::Platform,
     client: &async_nats::Client,
     args: &Args,
     module: &str,
+    svc: &Service,
     column: &mut Column,
 ) -> anyhow::Result<()> {
     let name = column.name;
@@ -272,6 +294,7 @@ async fn target_phases(
             "{name}: throughput at max_concurrency {n}, {} triggers",
             args.triggers()
         );
+        let before = CpuSplit::now(platform, svc);
         let cell = workload::throughput(
             client,
             &job(&cell_job(n)),
@@ -279,6 +302,10 @@ async fn target_phases(
             args.publishers.max(1),
         )
         .await?;
+        if n == report::JUDGED_LEVEL {
+            column.cpu_per_run =
+                CpuSplit::now(platform, svc).per_run_since(&before, cell.succeeded);
+        }
         eprintln!(
             "  {:.0} runs/s ({} succeeded, {} failed or missing, triggers stored at {:.0}/s)",
             cell.rate, cell.succeeded, cell.failed, cell.publish_rate
@@ -287,6 +314,37 @@ async fn target_phases(
         column.throughput.insert(n, cell);
     }
     Ok(())
+}
+
+/// CPU seconds used so far by each process of a measurement.
+struct CpuSplit {
+    host: Option<f64>,
+    shared: platform::SharedCpu,
+    caller: Option<f64>,
+}
+
+impl CpuSplit {
+    fn now(platform: &platform::Platform, svc: &Service) -> Self {
+        let ticks = crate::measure::ticks_per_second();
+        Self {
+            host: svc.usage().ok().map(|u| u.cpu_secs),
+            shared: platform.cpu(),
+            caller: crate::measure::cpu_seconds(std::process::id(), ticks).ok(),
+        }
+    }
+
+    /// Microseconds of CPU per run since `before`: host, abi-documents,
+    /// nats-server, the bench's caller.
+    fn per_run_since(&self, before: &Self, runs: u64) -> Option<[f64; 4]> {
+        let runs = runs.max(1) as f64;
+        let spent = |a: Option<f64>, b: Option<f64>| Some((b? - a?) * 1e6 / runs);
+        Some([
+            spent(before.host, self.host)?,
+            spent(before.shared.documents, self.shared.documents)?,
+            spent(before.shared.nats, self.shared.nats)?,
+            spent(before.caller, self.caller)?,
+        ])
+    }
 }
 
 /// The 1-minute load average from `/proc/loadavg`, or "?".

@@ -15,7 +15,7 @@ pub const START_P50_TARGET_MS: f64 = 2.0;
 /// many times the reference's.
 pub const THROUGHPUT_TARGET_RATIO: f64 = 10.0;
 /// The cell the throughput target is judged at.
-const JUDGED_LEVEL: u32 = 64;
+pub const JUDGED_LEVEL: u32 = 64;
 
 /// What one target measured. Cells it does not measure stay empty ("—").
 #[derive(Debug, Default)]
@@ -34,6 +34,9 @@ pub struct Column {
     pub documents_cpu: Option<f64>,
     /// CPU seconds nats-server used while this target was measured.
     pub nats_cpu: Option<f64>,
+    /// CPU microseconds per run of the judged throughput cell: host,
+    /// abi-documents, nats-server, the bench's caller.
+    pub cpu_per_run: Option<[f64; 4]>,
     /// Runs that failed, never started or never ended, over the whole run.
     pub failed: u64,
     /// Why the target was not run; its cells then say "skipped".
@@ -107,6 +110,15 @@ pub fn table(columns: &[Column], triggers: usize) -> String {
     row("nats-server CPU while measured (s)", &|c| {
         c.nats_cpu.map(|s| format!("{s:.2}"))
     });
+    row(
+        &format!(
+            "CPU per run, max_concurrency {JUDGED_LEVEL}: host / abi-documents / nats-server / bench caller (µs)"
+        ),
+        &|c| {
+            c.cpu_per_run
+                .map(|[h, d, n, b]| format!("{h:.0} / {d:.0} / {n:.0} / {b:.0}"))
+        },
+    );
     row("failed or missing runs", &|c| Some(c.failed.to_string()));
     let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
     let mut header = format!("| metric | {} |\n|---|", names.join(" | "));

@@ -1,5 +1,6 @@
 //! The targets' processes: this binary re-run with `jobs --serve <kind>
-//! <url>` (our `JobHost`, or the raw JetStream floor), and the reference's
+//! <url>` (our `JobHost`, the raw JetStream floor, or a record-call floor
+//! of `super::records`), and the reference's
 //! `JobHost` from `python/job_bench_peer.py`. Each prints `ready` once it
 //! serves and stops on SIGTERM.
 
@@ -28,7 +29,8 @@ pub const REFERENCE_MODULE: &str = "bench.reference";
 /// How long one floor pull waits for messages (the hosts' default).
 const FETCH_EXPIRES: Duration = Duration::from_secs(1);
 
-/// Starts this binary serving `kind` (`ours` or `raw`) and waits for `ready`.
+/// Starts this binary serving `kind` (`ours`, `raw`, `records4` or
+/// `records2`) and waits for `ready`.
 ///
 /// # Errors
 ///
@@ -91,15 +93,23 @@ pub async fn run(kind: &str, url: &str) -> anyhow::Result<()> {
             term.recv().await;
             host.close_now().await;
         }
-        "raw" => {
-            let loops = raw_floor(&nats).await?;
+        "raw" | "records4" | "records2" => {
+            let loops = match kind {
+                "records4" => {
+                    super::records::start(&nats, super::records::FOUR_MODULE, true).await?
+                }
+                "records2" => {
+                    super::records::start(&nats, super::records::TWO_MODULE, false).await?
+                }
+                _ => raw_floor(&nats).await?,
+            };
             println!("ready");
             term.recv().await;
             for pulling in loops {
                 pulling.abort();
             }
         }
-        other => bail!("unknown target {other:?} (ours or raw)"),
+        other => bail!("unknown target {other:?} (ours, raw, records4 or records2)"),
     }
     nats.flush().await?;
     Ok(())

@@ -84,9 +84,17 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
         let r = row(label);
         assert!(r[1..].iter().all(|c| is_number(c)), "{label}: {r:?}");
     }
+    let split_cpu = row("CPU per run, max_concurrency 64");
+    for cell in &split_cpu[1..] {
+        let parts: Vec<&str> = cell.split(" / ").collect();
+        assert!(
+            parts.len() == 4 && parts.iter().all(|p| is_number(p)),
+            "four processes' CPU per run: {split_cpu:?}"
+        );
+    }
     let failed = row("failed or missing runs");
     assert_eq!(&failed[1..], ["0", "0", "0"], "every run succeeded");
-    assert_eq!(rows.len(), 11, "no other rows:\n{stdout}");
+    assert_eq!(rows.len(), 12, "no other rows:\n{stdout}");
 
     let verdicts: Vec<Vec<String>> = lines[split..].iter().map(|l| cells(l)).collect();
     assert_eq!(verdicts[0], ["target", "measured", "verdict"]);
