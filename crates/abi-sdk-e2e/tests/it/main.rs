@@ -1,10 +1,10 @@
 //! The integration tests of `abi-sdk-e2e`, in one test binary (one link instead of
 //! one per file): each former `tests/<name>.rs` is the module `<name>` here.
 
-mod agents_fixture
-mod agents_host
-mod agents_replicas
-mod agents_upkeep
+mod agents_fixture;
+mod agents_host;
+mod agents_replicas;
+mod agents_upkeep;
 mod chain;
 mod cluster_leader_loss;
 mod cluster_seed_list;
@@ -28,6 +28,11 @@ mod jobs_retention;
 mod jobs_rollout;
 mod jobs_schedules;
 mod lease;
+mod models_differential;
+mod models_drain;
+mod models_fixture;
+mod models_interop;
+mod models_spread;
 mod rollout;
 mod runner_order;
 mod shutdown_budget;

@@ -1,0 +1,436 @@
+//! [`ModelHost`]: serves a module's chat models on the reference's subjects
+//! (`abi.mod.<project>.<instance>.model.<name>.chat`), one subscription per
+//! model, plugged into the runner as a [`ServedHost`].
+//!
+//! Beyond the reference:
+//! - **Never blocks the subscription** (weakness 16). At most
+//!   `max_concurrency` chats run at once (64); up to `queue` more wait for a
+//!   slot in their own task; a chat beyond both is answered at once with
+//!   `RESOURCE_EXHAUSTED` ("Model host is busy"), which the SDK caller takes
+//!   as "try another replica". The reference awaits a slot inside the
+//!   subscription callback, so requests pile up in the client's buffer and a
+//!   slow consumer drops them silently.
+//! - **Authorization remembered for 5 s** per (caller token, model), while
+//!   the provider's READY status is checked on every chat ([`authorize`]).
+//! - **Drain answers what it started**: a drain refuses new chats
+//!   (`MODULE_UNAVAILABLE` "Model is draining", so callers go to another
+//!   replica) and waits for the chats in flight, which are answered; close
+//!   answers any still going `MODULE_UNAVAILABLE` before it stops them. The
+//!   reference cancels them without a reply.
+
+mod authorize;
+mod chat;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use abi_proto::discovery::v1 as pb;
+use abi_wire::ErrorCode;
+use abi_wire::models::{CHAT_KIND, DEFAULT_MAX_CONCURRENCY, chat_subject};
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use prost::Message as _;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use self::authorize::Grants;
+use self::chat::{Incoming, Refusal};
+use super::spec::{ChatHandler, ChatModelSpec, DeclareError, DeclareErrorKind};
+use crate::client::DiscoveryClient;
+use crate::error::BoxError;
+use crate::host::{Host, ServedHost};
+use crate::session::SessionHandle;
+
+/// Chats that may wait for a free slot beyond the running ones, by default.
+pub const DEFAULT_QUEUE: usize = 256;
+
+/// How long close waits for the answers of the chats it stopped.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Serves chat models. Build it, then hand it to the module with
+/// [`crate::ModuleSpec::serve`]:
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use abi_sdk::models::{ChatInput, ChatMessage, ChatModelSpec, ModelHost};
+///
+/// # fn f() -> Result<(), abi_sdk::models::DeclareError> {
+/// let host = ModelHost::new().model(
+///     ChatModelSpec::new("echo")?.description("says it back"),
+///     |input: ChatInput| async move {
+///         let last = input.messages.last().map(|m| m.content_text()).unwrap_or_default();
+///         Ok(ChatMessage::ai(last))
+///     },
+/// )?;
+/// let spec = abi_sdk::ModuleSpec::new("provider").serve(Arc::new(host));
+/// # let _ = spec; Ok(()) }
+/// ```
+pub struct ModelHost {
+    shared: Arc<Shared>,
+    max_concurrency: usize,
+    queue: usize,
+}
+
+/// What the chats of one host share.
+pub(crate) struct Shared {
+    models: BTreeMap<String, Served>,
+    links: OnceLock<Links>,
+    draining: AtomicBool,
+    /// Cancelled by close: readers stop, chats still going are answered.
+    closed: CancellationToken,
+    chats: TaskTracker,
+    readers: Mutex<Vec<JoinHandle<()>>>,
+    grants: Grants,
+    slots: OnceLock<Slots>,
+}
+
+struct Served {
+    spec: ChatModelSpec,
+    handler: Arc<dyn ChatHandler>,
+}
+
+/// What the host takes from the running module.
+pub(crate) struct Links {
+    nats: async_nats::Client,
+    pub(crate) discovery: DiscoveryClient,
+    pub(crate) session: SessionHandle,
+}
+
+/// Running chats and chats admitted (running or waiting for a slot).
+struct Slots {
+    running: Arc<Semaphore>,
+    admitted: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for ModelHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelHost")
+            .field("models", &self.shared.models.keys().collect::<Vec<_>>())
+            .field("max_concurrency", &self.max_concurrency)
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ModelHost {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ModelHost {
+    /// A host serving no model yet, running [`DEFAULT_MAX_CONCURRENCY`] chats
+    /// at once with [`DEFAULT_QUEUE`] more waiting.
+    pub fn new() -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                models: BTreeMap::new(),
+                links: OnceLock::new(),
+                draining: AtomicBool::new(false),
+                closed: CancellationToken::new(),
+                chats: TaskTracker::new(),
+                readers: Mutex::new(Vec::new()),
+                grants: Grants::default(),
+                slots: OnceLock::new(),
+            }),
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            queue: DEFAULT_QUEUE,
+        }
+    }
+
+    /// Serves the chat model `spec` with `handler`.
+    ///
+    /// # Errors
+    ///
+    /// [`DeclareErrorKind::Duplicate`] when a model of that name is served
+    /// already (names are checked by [`ChatModelSpec::new`]).
+    pub fn model(
+        mut self,
+        spec: ChatModelSpec,
+        handler: impl ChatHandler,
+    ) -> Result<Self, DeclareError> {
+        let name = spec.name().to_owned();
+        let Some(shared) = Arc::get_mut(&mut self.shared) else {
+            return Err(DeclareError::new(
+                DeclareErrorKind::Duplicate,
+                "models are declared before the host is shared",
+            ));
+        };
+        if shared.models.contains_key(&name) {
+            return Err(DeclareError::new(
+                DeclareErrorKind::Duplicate,
+                format!("chat model {name:?} is declared twice"),
+            ));
+        }
+        shared.models.insert(
+            name,
+            Served {
+                spec,
+                handler: Arc::new(handler),
+            },
+        );
+        Ok(self)
+    }
+
+    /// Chats run at once, at least one (default [`DEFAULT_MAX_CONCURRENCY`]).
+    #[must_use]
+    pub fn max_concurrency(mut self, limit: usize) -> Self {
+        self.max_concurrency = limit.max(1);
+        self
+    }
+
+    /// Chats that may wait for a slot beyond the running ones (default
+    /// [`DEFAULT_QUEUE`]); one more is answered `RESOURCE_EXHAUSTED`.
+    #[must_use]
+    pub fn queue(mut self, waiting: usize) -> Self {
+        self.queue = waiting;
+        self
+    }
+
+    /// The declared models, as the descriptor carries them.
+    pub fn descriptors(&self) -> Vec<pb::ModelDescriptor> {
+        self.shared
+            .models
+            .values()
+            .map(|m| pb::ModelDescriptor {
+                name: m.spec.name().to_owned(),
+                description: m.spec.description_text().to_owned(),
+                kind: CHAT_KIND.to_owned(),
+            })
+            .collect()
+    }
+
+    /// Subscribes every model's subject, then confirms the subscriptions
+    /// with a round trip (the reference's `flush_to_broker`).
+    async fn start_serving(&self) -> Result<(), BoxError> {
+        let shared = &self.shared;
+        let links = shared
+            .links()
+            .ok_or("the model host was not bound to the module")?;
+        let slots = shared.slots.get_or_init(|| Slots {
+            running: Arc::new(Semaphore::new(self.max_concurrency)),
+            admitted: Arc::new(Semaphore::new(self.max_concurrency + self.queue)),
+        });
+        let project = links.discovery.project().to_owned();
+        let instance_id = links.session.instance_id().to_owned();
+        for name in shared.models.keys() {
+            let subject = chat_subject(&project, &instance_id, name);
+            let subscriber = links.nats.subscribe(subject.clone()).await?;
+            let reader = tokio::spawn(read(
+                shared.clone(),
+                name.clone(),
+                subscriber,
+                slots.running.clone(),
+                slots.admitted.clone(),
+            ));
+            shared.lock_readers().push(reader);
+            debug!(subject = %subject, "chat model subscribed");
+        }
+        links.nats.flush().await?;
+        info!(models = shared.models.len(), instance_id = %instance_id, "model host started");
+        Ok(())
+    }
+
+    /// Refuses new chats and waits up to `timeout` for those in flight.
+    async fn drain_within(&self, timeout: Duration) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+        self.shared.chats.close();
+        if tokio::time::timeout(timeout, self.shared.chats.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                chats = self.shared.chats.len(),
+                "chats still going at the end of the drain"
+            );
+        }
+    }
+
+    /// Unsubscribes, answers the chats still going, and stops them.
+    async fn close_now(&self) {
+        self.shared.draining.store(true, Ordering::SeqCst);
+        self.shared.closed.cancel();
+        let readers = std::mem::take(&mut *self.shared.lock_readers());
+        for reader in readers {
+            let _ = reader.await;
+        }
+        self.shared.chats.close();
+        if tokio::time::timeout(CLOSE_GRACE, self.shared.chats.wait())
+            .await
+            .is_err()
+        {
+            warn!("chat answers still going after the close grace");
+        }
+    }
+}
+
+impl Shared {
+    pub(crate) fn links(&self) -> Option<&Links> {
+        self.links.get()
+    }
+
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn handler(&self, name: &str) -> Option<Arc<dyn ChatHandler>> {
+        self.models.get(name).map(|m| m.handler.clone())
+    }
+
+    fn lock_readers(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        // A poisoned lock only means a thread panicked holding it; the list
+        // of handles is still valid.
+        self.readers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Takes one model's chats off its subscription without ever waiting for
+/// a slot: each admitted chat runs in its own task, the rest are refused.
+async fn read(
+    shared: Arc<Shared>,
+    name: String,
+    mut subscriber: async_nats::Subscriber,
+    running: Arc<Semaphore>,
+    admitted: Arc<Semaphore>,
+) {
+    loop {
+        let msg = tokio::select! {
+            biased;
+            () = shared.closed.cancelled() => break,
+            msg = subscriber.next() => match msg {
+                Some(msg) => msg,
+                None => break,
+            },
+        };
+        let Some(reply_to) = msg.reply.clone() else {
+            debug!(model = %name, "chat without a reply subject dropped");
+            continue;
+        };
+        let Ok(ticket) = admitted.clone().try_acquire_owned() else {
+            let busy = Refusal::rpc(ErrorCode::ResourceExhausted, "Model host is busy");
+            send(&shared, &reply_to, busy.into_response()).await;
+            continue;
+        };
+        let (shared, name, running) = (shared.clone(), name.clone(), running.clone());
+        let chats = shared.chats.clone();
+        chats.spawn(async move {
+            let _ticket = ticket;
+            let response = tokio::select! {
+                biased;
+                () = shared.closed.cancelled() => {
+                    Refusal::rpc(ErrorCode::ModuleUnavailable, "Model host closed").into_response()
+                }
+                response = run(&shared, &name, &msg, &running) => response,
+            };
+            send(&shared, &reply_to, response).await;
+        });
+    }
+    if let Err(err) = subscriber.unsubscribe().await {
+        debug!(model = %name, error = %err, "chat model unsubscribe failed");
+    }
+}
+
+/// Waits for a slot, then answers the chat.
+async fn run(
+    shared: &Shared,
+    name: &str,
+    msg: &async_nats::Message,
+    running: &Semaphore,
+) -> abi_proto::model_registry::v1::ChatResponse {
+    let Ok(_slot) = running.acquire().await else {
+        return Refusal::failed().into_response();
+    };
+    let Some(served) = shared.models.get(name) else {
+        return Refusal::failed().into_response();
+    };
+    let headers = msg.headers.as_ref();
+    let incoming = Incoming {
+        payload: &msg.payload,
+        overflowed: headers
+            .and_then(|h| h.get(abi_wire::documents::OVERFLOW_REQUEST_HEADER))
+            .is_some(),
+        caller_token: headers
+            .and_then(|h| h.get(abi_wire::AUTH_HEADER))
+            .map(|v| v.as_str())
+            .unwrap_or(""),
+    };
+    chat::answer(shared, &served.spec, incoming).await
+}
+
+/// Publishes `response` to `reply_to`, without headers; an answer above the
+/// broker's limit becomes `PAYLOAD_TOO_LARGE`.
+async fn send(
+    shared: &Shared,
+    reply_to: &async_nats::Subject,
+    response: abi_proto::model_registry::v1::ChatResponse,
+) {
+    let Some(links) = shared.links() else {
+        return;
+    };
+    let mut bytes = response.encode_to_vec();
+    let limit = links.nats.server_info().max_payload;
+    if bytes.len() > limit {
+        bytes = Refusal::rpc(
+            ErrorCode::PayloadTooLarge,
+            "Model reply exceeds the broker limit",
+        )
+        .into_response()
+        .encode_to_vec();
+    }
+    if let Err(err) = links.nats.publish(reply_to.clone(), bytes.into()).await {
+        warn!(error = %err, "chat answer not sent");
+    }
+}
+
+impl Host for ModelHost {
+    fn name(&self) -> &str {
+        "models"
+    }
+
+    fn start(&self) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(self.start_serving())
+    }
+
+    fn drain(&self, timeout: Duration) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(async move {
+            self.drain_within(timeout).await;
+            Ok(())
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.close_now())
+    }
+}
+
+impl ServedHost for ModelHost {
+    fn declare(&self, descriptor: &mut pb::ModuleDescriptor) {
+        for model in self.descriptors() {
+            if !descriptor.models.iter().any(|m| m.name == model.name) {
+                descriptor.models.push(model);
+            }
+        }
+    }
+
+    fn bind(&self, cx: &crate::Context) -> Result<(), BoxError> {
+        let (Some(nats), Some(discovery), Some(session)) =
+            (cx.nats(), cx.discovery(), cx.session())
+        else {
+            return Err("chat models need a NATS connection and discovery".into());
+        };
+        let links = Links {
+            nats: nats.clone(),
+            discovery: discovery.clone(),
+            session: session.clone(),
+        };
+        self.shared
+            .links
+            .set(links)
+            .map_err(|_| "the model host is bound to one module only".into())
+    }
+}
