@@ -166,6 +166,35 @@ pub enum Command {
         /// The run id (`<job>:<sequence>`).
         run_id: String,
     },
+    /// Declared chat models per module, with the instances serving them and
+    /// their statuses (from the registry).
+    Models {
+        /// Only this module.
+        module: Option<String>,
+    },
+    /// Sends one chat to a module's chat model (a READY instance declaring
+    /// it) and prints the AI message.
+    Chat {
+        /// The module serving the model.
+        module: String,
+        /// The model's name.
+        model: String,
+        /// The message (its words are joined by spaces).
+        #[arg(required = true, num_args = 1..)]
+        message: Vec<String>,
+        /// The module's contract major.
+        #[arg(long, default_value_t = 1)]
+        major: u32,
+        /// A system message sent before it.
+        #[arg(long)]
+        system: Option<String>,
+        /// A stop sequence (repeatable).
+        #[arg(long)]
+        stop: Vec<String>,
+        /// An option `KEY=JSON` (`temperature=0.2`; repeatable).
+        #[arg(long = "option", value_name = "KEY=JSON")]
+        options: Vec<String>,
+    },
     /// Prints the module key of a module id (needs the project secret).
     Key {
         /// The module id.

@@ -1,5 +1,6 @@
 //! One file per subcommand; [`run`] dispatches.
 
+mod chat;
 mod decode;
 mod docs;
 mod dump;
@@ -8,6 +9,7 @@ mod get;
 mod jobs;
 mod keys;
 mod ls;
+mod models;
 mod rollouts;
 mod runs;
 mod tree;
@@ -83,6 +85,27 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
         } => runs::list(cx, module, job, status.as_deref(), *limit).await,
         Command::Run { module, run_id } => runs::show(cx, module, run_id).await,
         Command::Cancel { module, run_id } => runs::cancel(cx, module, run_id).await,
+        Command::Models { module } => models::run(cx, module.as_deref()).await,
+        Command::Chat {
+            module,
+            model,
+            message,
+            major,
+            system,
+            stop,
+            options,
+        } => {
+            let args = chat::ChatArgs {
+                module,
+                major: *major,
+                model,
+                words: message,
+                system: system.as_deref(),
+                stop,
+                options,
+            };
+            chat::run(cx, args).await
+        }
         Command::Key { module } => keys::key(cx, module),
         Command::Token { identity, aud, ttl } => keys::token(cx, identity, aud.as_deref(), *ttl),
     }

@@ -5,5 +5,6 @@ mod common;
 
 mod cli_commands;
 mod cli_jobs;
+mod cli_models;
 mod compose_file;
 mod stack_script;

@@ -1,0 +1,134 @@
+//! `abictl chat <module> <model> <message...>`: one chat with a module's chat
+//! model through the SDK's caller (a READY instance declaring it, round
+//! robin), printing the AI message's text (`--json`: its type and fields).
+//!
+//! A chat's token is bound to the instance it goes to: with a module key
+//! (`ABI_MODULE_KEY` and `--as`) the SDK signs it; with the project secret
+//! abictl signs a service token bound to that instance for `--as` (default
+//! `api`). An issued `ABI_SERVICE_TOKEN` cannot be bound.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use abi_sdk::CallError;
+use abi_sdk::models::{ChatMessage, Json};
+use serde_json::json;
+
+use super::Ctx;
+use crate::auth;
+use crate::cli::DEFAULT_IDENTITY;
+use crate::connect;
+use crate::error::Failure;
+use crate::output::print_json;
+
+/// What `abictl chat` sends besides the message.
+pub struct ChatArgs<'a> {
+    /// The module serving the model.
+    pub module: &'a str,
+    /// Its contract major.
+    pub major: u32,
+    /// The model's name.
+    pub model: &'a str,
+    /// The message's words, joined by spaces.
+    pub words: &'a [String],
+    /// A system message sent first.
+    pub system: Option<&'a str>,
+    /// Stop sequences.
+    pub stop: &'a [String],
+    /// `key=json` options.
+    pub options: &'a [String],
+}
+
+/// Sends one chat and prints the answer.
+///
+/// # Errors
+///
+/// Bad options (exit 2), the model's refusal (exit 1), NATS or discovery
+/// unreachable (exit 3).
+pub async fn run(cx: Ctx<'_>, args: ChatArgs<'_>) -> anyhow::Result<()> {
+    let options = args
+        .options
+        .iter()
+        .map(|o| parse_option(o))
+        .collect::<Result<Vec<_>, _>>()?;
+    let client = connect::client(cx.global, cx.env).await?;
+    let mut model = client
+        .module(args.module, args.major)
+        .chat_model(args.model)
+        .timeout(Duration::from_secs(cx.global.timeout_secs.max(1)));
+    let key_or_token = ["ABI_SERVICE_TOKEN", "ABI_MODULE_KEY"]
+        .iter()
+        .any(|k| (cx.env)(k).is_some_and(|v| !v.trim().is_empty()));
+    if !key_or_token && let Some(secret) = auth::secret(cx.global, cx.env)? {
+        let identity = cx
+            .global
+            .identity
+            .clone()
+            .unwrap_or_else(|| DEFAULT_IDENTITY.to_owned());
+        model = model.bound_tokens(Arc::new(move |audience: &str| {
+            abi_auth::issue_service_token(
+                &identity,
+                &secret,
+                abi_auth::BOUND_TTL,
+                SystemTime::now(),
+                Some(audience),
+            )
+            .map_err(|e| {
+                CallError::new(abi_sdk::CallErrorKind::Token, "cannot sign a bound token")
+                    .with_source(e)
+            })
+        }));
+    }
+    let mut messages = Vec::new();
+    if let Some(system) = args.system {
+        messages.push(ChatMessage::system(system));
+    }
+    messages.push(ChatMessage::human(args.words.join(" ")));
+    let mut call = model.request(messages).stop(args.stop.iter().cloned());
+    for (key, value) in options {
+        call = call.option(key, value);
+    }
+    let answer = call.send().await?;
+    if cx.global.json {
+        let data = answer
+            .to_pb()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .data_json;
+        let fields: serde_json::Value = serde_json::from_slice(&data)?;
+        print_json(&json!({"type": answer.kind().as_str(), "data": fields}));
+    } else {
+        println!("{}", answer.content_text());
+    }
+    Ok(())
+}
+
+/// `key=json` (a value that is not JSON is taken as a string).
+fn parse_option(text: &str) -> Result<(String, Json), Failure> {
+    let Some((key, value)) = text.split_once('=').filter(|(k, _)| !k.is_empty()) else {
+        return Err(Failure::usage(format!(
+            "--option {text:?} is not KEY=VALUE"
+        )));
+    };
+    let value = abi_sdk::models::json::parse(value).unwrap_or_else(|_| Json::Str(value.to_owned()));
+    Ok((key.to_owned(), value))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn options_are_json_or_text() {
+        assert_eq!(
+            parse_option("temperature=0.5").unwrap(),
+            ("temperature".into(), Json::Float(0.5))
+        );
+        assert_eq!(
+            parse_option("name=bob").unwrap(),
+            ("name".into(), Json::Str("bob".into()))
+        );
+        assert!(parse_option("=1").is_err());
+        assert!(parse_option("nothing").is_err());
+    }
+}
