@@ -10,6 +10,7 @@ mod cluster_leader_loss;
 mod cluster_seed_list;
 mod drain;
 mod interop;
+mod jobs_backoff;
 mod jobs_caller;
 mod jobs_cancel;
 mod jobs_cancel_auth;

@@ -7,6 +7,7 @@
 //! With [`crate::jobs::JobSpec::coalesce_ticks`], a schedule tick that fired
 //! while another run was going is recorded SKIPPED unrun (`coalesce.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use abi_document_model::{Data, Document, Value};
@@ -98,20 +99,45 @@ fn time_now_nanos() -> i128 {
         .unwrap_or_default()
 }
 
+/// What a delivery needs of its JetStream metadata.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Meta {
+    /// The trigger's stream sequence.
+    pub(super) sequence: u64,
+    /// How many times it was delivered (a re-driven retry: its attempt).
+    pub(super) delivered: u64,
+    /// When the stream stored it, nanoseconds since the epoch.
+    pub(super) stored_nanos: i128,
+}
+
 /// Handles one delivery to its end (ack, nak or term).
-pub(super) async fn handle(shared: &Shared, job: &Job, msg: Message) {
+pub(super) async fn handle(shared: &Arc<Shared>, job: &Arc<Job>, msg: Message) {
     let Ok(info) = msg.info() else {
         warn!("a job delivery without JetStream metadata; dropped");
         return;
     };
-    let (sequence, delivery) = (info.stream_sequence, info.delivered);
-    let stored_nanos = info.published.unix_timestamp_nanos();
+    let meta = Meta {
+        sequence: info.stream_sequence,
+        delivered: info.delivered.max(1).unsigned_abs(),
+        stored_nanos: info.published.unix_timestamp_nanos(),
+    };
+    handle_at(shared, job, msg, meta).await;
+}
+
+/// Handles a trigger to its end; `msg` without a reply is a retry this
+/// host re-drives (`retry.rs`): nothing to acknowledge.
+pub(super) async fn handle_at(shared: &Arc<Shared>, job: &Arc<Job>, msg: Message, meta: Meta) {
+    let Meta {
+        sequence,
+        delivered: delivery,
+        stored_nanos,
+    } = meta;
     let run_id = wire::run_id(job.spec.name(), sequence);
     let fired = fired_at(stored_nanos);
     let delivery = u32::try_from(delivery.max(1)).unwrap_or(u32::MAX);
     let existing = match record::get(shared, &run_id).await {
         Ok(doc) => doc,
-        Err(err) => return defer(shared, &msg, &run_id, delivery, &err).await,
+        Err(err) => return defer(shared, job, &msg, &run_id, sequence, delivery, &err).await,
     };
     let replace = existing.as_ref().is_some_and(|doc| {
         text(&doc.data, "fired_at")
@@ -154,8 +180,8 @@ pub(super) async fn handle(shared: &Shared, job: &Job, msg: Message) {
 
 #[allow(clippy::too_many_arguments)]
 async fn run_attempt(
-    shared: &Shared,
-    job: &Job,
+    shared: &Arc<Shared>,
+    job: &Arc<Job>,
     msg: Message,
     existing: Option<&Document>,
     replace: bool,
@@ -182,7 +208,7 @@ async fn run_attempt(
         Err(err) => {
             error!(run_id = %run_id, delivery, error = %err, "job payload unreadable; redelivering later");
             let delay = backoff(shared, delivery);
-            return reply(shared, &msg, &wire::nak_with_delay(delay)).await;
+            return later(shared, job, &msg, run_id, sequence, delay).await;
         }
     };
     let started_at = now_iso();
@@ -213,18 +239,18 @@ async fn run_attempt(
             Ok(Some(other)) => {
                 let fields = super::coalesce::skipped(fields, attempt - 1, &other);
                 if let Err(err) = record::start(shared, run_id, existing, fields, replace).await {
-                    return defer(shared, &msg, run_id, delivery, &err).await;
+                    return defer(shared, job, &msg, run_id, sequence, delivery, &err).await;
                 }
                 info!(run_id = %run_id, other = %other, "schedule tick coalesced into a run still going");
                 notify(shared, job, run_id, "SKIPPED").await;
                 return reply(shared, &msg, wire::ACK).await;
             }
             Ok(None) => {}
-            Err(err) => return defer(shared, &msg, run_id, delivery, &err).await,
+            Err(err) => return defer(shared, job, &msg, run_id, sequence, delivery, &err).await,
         }
     }
     if let Err(err) = record::start(shared, run_id, existing, fields, replace).await {
-        return defer(shared, &msg, run_id, delivery, &err).await;
+        return defer(shared, job, &msg, run_id, sequence, delivery, &err).await;
     }
     let fence = Fence {
         attempt,
@@ -249,6 +275,10 @@ async fn run_attempt(
             fields.insert("retry_at".into(), now_iso().into());
             fields.insert("heartbeat_at".into(), now_iso().into());
             fields.insert("logs".into(), logs(&cx));
+            if msg.reply.is_none() {
+                // Re-driven here: released to any host's upkeep.
+                fields.insert(super::retry::OWNER.into(), "".into());
+            }
             match record::save(shared, run_id, &fields, &fence).await {
                 Ok(Saved::Written) => reply(shared, &msg, wire::NAK).await,
                 Ok(Saved::Fenced) => {}
@@ -271,6 +301,7 @@ async fn run_attempt(
                 run_id,
                 &fence,
                 attempt_u32,
+                sequence,
                 stored_nanos,
                 status,
                 error,
@@ -301,13 +332,14 @@ fn result_value(value: &serde_json::Value) -> Value {
 
 #[allow(clippy::too_many_arguments)]
 async fn finish(
-    shared: &Shared,
-    job: &Job,
+    shared: &Arc<Shared>,
+    job: &Arc<Job>,
     msg: &Message,
     cx: &JobContext,
     run_id: &str,
     fence: &Fence,
     attempt: u32,
+    sequence: u64,
     stored_nanos: i128,
     status: &'static str,
     mut error: String,
@@ -332,6 +364,10 @@ async fn finish(
     fields.insert("error".into(), error.into());
     if status == "RETRYING" {
         fields.insert("retry_at".into(), iso_after(retry_delay).into());
+        fields.insert(
+            super::retry::OWNER.into(),
+            shared.links.instance_id.as_str().into(),
+        );
     }
     let terminal = wire::TERMINAL_STATUSES.contains(&status);
     if terminal {
@@ -370,14 +406,17 @@ async fn finish(
         notify(shared, job, run_id, status).await;
     }
     if status == "RETRYING" {
-        reply(shared, msg, &wire::nak_with_delay(retry_delay)).await;
+        // Acknowledged, not nak'ed with the delay: a nak'ed trigger stays
+        // pending and holds a `max_ack_pending` slot through the backoff.
+        reply(shared, msg, wire::ACK).await;
+        super::retry::schedule(shared, job, run_id, sequence, retry_delay);
     } else {
         retire(shared, msg, status).await;
     }
 }
 
 /// Tells waiters a run ended (core NATS, at most once: they poll too).
-async fn notify(shared: &Shared, job: &Job, run_id: &str, status: &str) {
+pub(super) async fn notify(shared: &Shared, job: &Job, run_id: &str, status: &str) {
     let notice = wire::completion_notice(run_id, status);
     if let Err(err) = shared
         .links
@@ -401,15 +440,34 @@ async fn retire(shared: &Shared, msg: &Message, status: &str) {
 
 /// The record could not be read or written: redeliver later, using no attempt.
 async fn defer(
-    shared: &Shared,
+    shared: &Arc<Shared>,
+    job: &Arc<Job>,
     msg: &Message,
     run_id: &str,
+    sequence: u64,
     delivery: u32,
     err: &crate::CallError,
 ) {
     let delay = backoff(shared, delivery);
     error!(run_id = %run_id, delivery, error = %err, "job run could not start; redelivering later");
-    reply(shared, msg, &wire::nak_with_delay(delay)).await;
+    later(shared, job, msg, run_id, sequence, delay).await;
+}
+
+/// Tries the trigger again after `delay`: a nak for a delivery, a new
+/// local timer for a re-driven retry.
+async fn later(
+    shared: &Arc<Shared>,
+    job: &Arc<Job>,
+    msg: &Message,
+    run_id: &str,
+    sequence: u64,
+    delay: Duration,
+) {
+    if msg.reply.is_some() {
+        reply(shared, msg, &wire::nak_with_delay(delay)).await;
+    } else {
+        super::retry::schedule(shared, job, run_id, sequence, delay);
+    }
 }
 
 #[cfg(test)]

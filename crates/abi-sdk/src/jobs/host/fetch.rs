@@ -20,7 +20,10 @@ const PULL_GRACE: Duration = Duration::from_secs(1);
 /// Runs until the host stops fetching; triggers received after that are
 /// handed straight back (a bare `-NAK`).
 pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsumer) {
-    let slots = Arc::new(Semaphore::new(job.spec.concurrency() as usize));
+    let slots = match shared.slots.get(job.spec.name()) {
+        Some(slots) => slots.clone(),
+        None => Arc::new(Semaphore::new(job.spec.concurrency() as usize)),
+    };
     loop {
         let first = tokio::select! {
             biased;

@@ -10,6 +10,7 @@
 //! and the fence), `runs.rs` (what is running here: cancel, hand back),
 //! `schedules.rs` (one schedule message per Cron/Every, never republished
 //! unchanged), `events.rs` (OnEvent bridges), `reaper.rs` (lost runs),
+//! `retry.rs` (retries that hold no slot during their backoff),
 //! `retention.rs` (pruning finished runs), `coalesce.rs` (skipping ticks
 //! that fired while a run was going), `payload.rs` (claim checks).
 
@@ -24,6 +25,7 @@ mod payload;
 mod reaper;
 mod record;
 mod retention;
+mod retry;
 mod runs;
 mod schedules;
 mod supervise;
@@ -120,6 +122,9 @@ pub(crate) struct Shared {
     pub(crate) collection: String,
     pub(crate) stream: String,
     pub(crate) runs: runs::Runs,
+    /// Each job's local slots (`max_concurrency`), shared by its fetch loop
+    /// and its re-driven retries.
+    pub(crate) slots: std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>,
     /// Cancelled on drain and close: the fetch loops stop.
     pub(crate) fetching: CancellationToken,
     /// Cancelled on close: retries of completion saves give up.
@@ -202,6 +207,14 @@ impl JobHost {
             js,
             links,
             runs: runs::Runs::default(),
+            slots: self
+                .jobs
+                .iter()
+                .map(|(spec, _)| {
+                    let slots = tokio::sync::Semaphore::new(spec.concurrency() as usize);
+                    (spec.name().to_owned(), Arc::new(slots))
+                })
+                .collect(),
             fetching: CancellationToken::new(),
             closing: CancellationToken::new(),
             tasks: TaskTracker::new(),

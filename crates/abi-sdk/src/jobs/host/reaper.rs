@@ -14,6 +14,7 @@ use abi_document_model::{Data, Datetime, FindQuery, Predicate, Value};
 use abi_wire::jobs as wire;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt as _;
+use std::sync::Arc;
 use tracing::{info, warn};
 
 use super::{Job, JobHostError, Shared};
@@ -36,8 +37,9 @@ fn int(data: &Data, key: &str, default: i64) -> i64 {
     }
 }
 
-/// One pass over `jobs`; returns how many runs it failed.
-pub(super) async fn reap(shared: &Shared, jobs: &[Job]) -> Result<usize, JobHostError> {
+/// One pass over `jobs`; returns how many runs it failed. Retries of ours
+/// their host will not run are taken over on the way (`retry.rs`).
+pub(super) async fn reap(shared: &Arc<Shared>, jobs: &[Job]) -> Result<usize, JobHostError> {
     let now = Datetime::now();
     let now_iso = now.isoformat();
     let lost_micros = i64::try_from(shared.options.lost_after.as_micros()).unwrap_or(i64::MAX);
@@ -46,6 +48,7 @@ pub(super) async fn reap(shared: &Shared, jobs: &[Job]) -> Result<usize, JobHost
         .isoformat();
     let mut reaped = 0;
     for job in jobs {
+        let job = &Arc::new(job.clone());
         let query = FindQuery {
             where_: vec![
                 Predicate::new("job", "eq", job.spec.name()),
@@ -66,6 +69,7 @@ pub(super) async fn reap(shared: &Shared, jobs: &[Job]) -> Result<usize, JobHost
             }
             let Some(error) = lost(shared, job, &doc.id, &doc.data, &now_iso, &cutoff).await?
             else {
+                super::retry::take_over(shared, job, &doc, &cutoff).await?;
                 continue;
             };
             let mut data = doc.data.clone();

@@ -1,0 +1,120 @@
+//! Retries hold no concurrency slot during their backoff: nats-server keeps
+//! a trigger nak'ed with a delay pending (and `max_ack_pending` counts it),
+//! so our host acknowledges it and runs the retry itself at `retry_at`. With
+//! `max_concurrency` 1, a run in a 30 s backoff does not stop another
+//! trigger of the job; a retry whose host stopped is taken over by another
+//! host's upkeep, on the same run id and record.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use abi_sdk::jobs::{JobHostOptions, JobSpec};
+use abi_test_support::wait_until;
+use abi_wire::jobs;
+use serde_json::json;
+
+use super::jobs_fixture::{DEADLINE, Setup, fast};
+
+const MODULE: &str = "acme.billing";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_its_backoff_does_not_block_the_job() {
+    let setup = Setup::start().await;
+    let options = JobHostOptions {
+        backoff_base: Duration::from_secs(30),
+        max_backoff: Duration::from_secs(300),
+        ..fast()
+    };
+    let spec = JobSpec::new("flaky").unwrap().max_attempts(2).unwrap();
+    let (host, calls) = setup.host(MODULE, "rust-1", spec, options).await;
+    let job = setup.client(MODULE, "flaky");
+    let retrying = job
+        .trigger(json!({"fail_attempts": 1}), None)
+        .await
+        .unwrap();
+    wait_until(DEADLINE, || async {
+        retrying.status().await.unwrap().status == "RETRYING"
+    })
+    .await
+    .unwrap();
+    let js = async_nats::jetstream::new(setup.nats.clone());
+    let stream = js.get_stream(jobs::stream(&setup.project)).await.unwrap();
+    let consumer = jobs::JobSubjects::new(&setup.project, MODULE, "flaky").consumer();
+    wait_until(DEADLINE, || async {
+        stream
+            .consumer_info(&consumer)
+            .await
+            .unwrap()
+            .num_ack_pending
+            == 0
+    })
+    .await
+    .expect("the retrying trigger holds no server slot");
+
+    let started = Instant::now();
+    let other = job.trigger(json!({}), None).await.unwrap();
+    let record = other.wait(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(record.status, "SUCCEEDED");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "another trigger waited {:?}",
+        started.elapsed()
+    );
+    let record = retrying.status().await.unwrap();
+    assert_eq!((record.status.as_str(), record.attempt), ("RETRYING", 1));
+    assert_eq!(calls.count(), 2);
+    host.close_now().await;
+    setup.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_runs_on_its_host_or_is_taken_over_by_another() {
+    let setup = Setup::start().await;
+    let options = JobHostOptions {
+        ack_wait: Duration::from_secs(1),
+        backoff_base: Duration::from_millis(300),
+        ..fast()
+    };
+    let spec = || JobSpec::new("flaky").unwrap().max_attempts(3).unwrap();
+    let (first, first_calls) = setup.host(MODULE, "rust-1", spec(), options.clone()).await;
+    let job = setup.client(MODULE, "flaky");
+    // Its own host retries it: the same run, attempt after attempt.
+    let run = job
+        .trigger(json!({"fail_attempts": 2}), None)
+        .await
+        .unwrap();
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!((record.status.as_str(), record.attempt), ("SUCCEEDED", 3));
+    assert_eq!(first_calls.count(), 3);
+
+    // Its host stops during the backoff: another host's upkeep takes it over.
+    let options = JobHostOptions {
+        backoff_base: Duration::from_secs(2),
+        ..options
+    };
+    first.close_now().await;
+    let (first, first_calls) = setup.host(MODULE, "rust-1", spec(), options.clone()).await;
+    let run = job
+        .trigger(json!({"fail_attempts": 1}), None)
+        .await
+        .unwrap();
+    wait_until(DEADLINE, || async {
+        run.status().await.unwrap().status == "RETRYING"
+    })
+    .await
+    .unwrap();
+    first.drain_within(Duration::from_secs(5)).await;
+    first.close_now().await;
+    let (second, second_calls) = setup.host(MODULE, "rust-2", spec(), options).await;
+    wait_until(DEADLINE, || async {
+        second.reap_lost_runs().await.unwrap();
+        run.status().await.unwrap().status == "SUCCEEDED"
+    })
+    .await
+    .expect("the other host runs the retry");
+    let record = run.status().await.unwrap();
+    assert_eq!(record.attempt, 2);
+    assert_eq!((first_calls.count(), second_calls.count()), (1, 1));
+    second.close_now().await;
+    setup.stop().await;
+}

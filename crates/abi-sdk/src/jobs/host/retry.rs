@@ -1,0 +1,237 @@
+//! Retries that hold no concurrency slot during their backoff.
+//!
+//! nats-server keeps a trigger nak'ed with a delay in the consumer's
+//! pending set until it is redelivered (`processNak` only moves its
+//! timestamp), and `max_ack_pending` (= `max_concurrency`) counts that set:
+//! the reference's RETRYING run blocks its job for the whole backoff. Our
+//! host acknowledges the trigger instead, records the run RETRYING with
+//! `retry_owner` (its instance), and at `retry_at` runs the next attempt
+//! itself from the trigger still stored in the stream (same run id, same
+//! record, counted on the record as always), in one of the job's local slots.
+//!
+//! The record says who re-drives it: no `retry_owner`, JetStream (a Python
+//! host's nak); an instance id, that host, at `retry_at`; empty, any of our
+//! hosts. The upkeep of every host of ours takes over a retry whose owner
+//! let `retry_at` pass by an ack wait, a released one once due, and a
+//! re-driven attempt lost without heartbeats (attempts left), each claimed
+//! with a compare-and-swap. A Python host never receives such a trigger
+//! again; its reaper still fails the run once the trigger expired.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use abi_document_model::{Data, Datetime, Document, Value};
+use abi_wire::jobs as wire;
+use async_nats::jetstream::Message;
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use tracing::{info, warn};
+
+use super::delivery::{self, Meta};
+use super::{Job, JobHostError, Shared, record};
+use crate::CallErrorKind;
+use crate::jobs::time::now_iso;
+
+/// The record field naming the host that re-drives a RETRYING run.
+pub(super) const OWNER: &str = "retry_owner";
+
+fn text(data: &Data, key: &str) -> Option<String> {
+    match data.get(key) {
+        Some(Value::String(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// Runs the next attempt of `run_id` after `delay`, in one of the job's
+/// slots, unless the host stops first (then another host's upkeep does).
+pub(super) fn schedule(
+    shared: &Arc<Shared>,
+    job: &Arc<Job>,
+    run_id: &str,
+    sequence: u64,
+    delay: Duration,
+) {
+    let (shared, job, run_id) = (shared.clone(), job.clone(), run_id.to_owned());
+    let tasks = shared.tasks.clone();
+    tasks.spawn(async move {
+        tokio::select! {
+            biased;
+            () = shared.fetching.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+        let Some(slots) = shared.slots.get(job.spec.name()).cloned() else {
+            return;
+        };
+        let permit = tokio::select! {
+            biased;
+            () = shared.fetching.cancelled() => return,
+            permit = slots.acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+        };
+        redrive(&shared, &job, &run_id, sequence).await;
+        drop(permit);
+    });
+}
+
+/// The next attempt, if the record still waits for this host's retry.
+async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u64) {
+    let later = shared.options.backoff_base;
+    let doc = match record::get(shared, run_id).await {
+        Ok(Some(doc)) => doc,
+        Ok(None) => return,
+        Err(err) => {
+            warn!(run_id = %run_id, error = %err, "job retry could not read its run; retrying");
+            return schedule(shared, job, run_id, sequence, later);
+        }
+    };
+    let owned = text(&doc.data, "status").as_deref() == Some("RETRYING")
+        && text(&doc.data, OWNER).as_deref() == Some(shared.links.instance_id.as_str());
+    if !owned {
+        // Cancelled, taken over, or finished meanwhile.
+        return;
+    }
+    let stream = match shared.js.get_stream(&shared.stream).await {
+        Ok(stream) => stream,
+        Err(err) => {
+            warn!(run_id = %run_id, error = %err, "job retry could not read its trigger; retrying");
+            return schedule(shared, job, run_id, sequence, later);
+        }
+    };
+    let stored = match stream.get_raw_message(sequence).await {
+        Ok(stored) if stored.subject.as_str() == job.subjects.trigger() => stored,
+        // A recreated stream reuses sequences: another job's message is not its trigger.
+        Ok(_) => return expire(shared, job, run_id, doc).await,
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
+            return expire(shared, job, run_id, doc).await;
+        }
+        Err(err) => {
+            warn!(run_id = %run_id, error = %err, "job retry could not read its trigger; retrying");
+            return schedule(shared, job, run_id, sequence, later);
+        }
+    };
+    let attempt = match doc.data.get("attempt") {
+        Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
+        _ => 0,
+    };
+    let meta = Meta {
+        sequence,
+        delivered: attempt + 1,
+        stored_nanos: stored.time.unix_timestamp_nanos(),
+    };
+    let msg = Message {
+        message: async_nats::Message {
+            subject: stored.subject,
+            // No delivery to acknowledge: acks and heartbeats are skipped.
+            reply: None,
+            length: stored.payload.len(),
+            payload: stored.payload,
+            headers: Some(stored.headers),
+            status: None,
+            description: None,
+        },
+        context: shared.js.clone(),
+    };
+    delivery::handle_at(shared, job, msg, meta).await;
+}
+
+/// The trigger left the stream before its retry: the run cannot go on.
+async fn expire(shared: &Shared, job: &Job, run_id: &str, doc: Document) {
+    let mut data = doc.data;
+    data.insert("status".into(), "FAILED".into());
+    data.insert(
+        "error".into(),
+        "Trigger expired before it could be retried".into(),
+    );
+    data.insert("finished_at".into(), now_iso().into());
+    match shared
+        .links
+        .documents
+        .put(&shared.collection, run_id, data, Some(doc.version))
+        .await
+    {
+        Ok(_) => delivery::notify(shared, job, run_id, "FAILED").await,
+        Err(e) if e.kind() == CallErrorKind::VersionConflict => {}
+        Err(err) => warn!(run_id = %run_id, error = %err, "could not fail an expired job retry"),
+    }
+}
+
+/// `(now - after).isoformat()`.
+fn iso_before(now: Datetime, after: Duration) -> String {
+    let micros = i64::try_from(after.as_micros()).unwrap_or(i64::MAX);
+    Datetime::from_unix_micros(now.unix_micros().saturating_sub(micros))
+        .unwrap_or(now)
+        .isoformat()
+}
+
+/// The upkeep's part: takes over a retry of ours its host will not run
+/// (see the module's text); whether it did. `lost_cutoff`: a RUNNING run
+/// heartbeating before it is lost.
+pub(super) async fn take_over(
+    shared: &Arc<Shared>,
+    job: &Arc<Job>,
+    doc: &Document,
+    lost_cutoff: &str,
+) -> Result<bool, JobHostError> {
+    let Some(owner) = text(&doc.data, OWNER) else {
+        return Ok(false);
+    };
+    let me = shared.links.instance_id.as_str();
+    let now = Datetime::now();
+    let last_seen = text(&doc.data, "heartbeat_at")
+        .filter(|s| !s.is_empty())
+        .or_else(|| text(&doc.data, "started_at"))
+        .unwrap_or_default();
+    // Timestamps compare as text, as the reference compares them.
+    let due = match text(&doc.data, "status").as_deref() {
+        Some("RETRYING") if owner != me => {
+            let at = text(&doc.data, "retry_at")
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| last_seen.clone());
+            let by = if owner.is_empty() {
+                now.isoformat()
+            } else {
+                iso_before(now, shared.options.ack_wait)
+            };
+            !at.is_empty() && at <= by
+        }
+        Some("RUNNING") => !last_seen.is_empty() && last_seen.as_str() < lost_cutoff,
+        _ => false,
+    };
+    if !due {
+        return Ok(false);
+    }
+    let sequence = match doc.data.get("sequence") {
+        Some(Value::Int(n)) if *n > 0 => u64::try_from(*n).ok(),
+        _ => wire::parse_run_id(&doc.id).map(|(_, seq)| seq),
+    };
+    let Some(sequence) = sequence else {
+        return Ok(false);
+    };
+    let mut data = doc.data.clone();
+    data.insert("status".into(), "RETRYING".into());
+    data.insert(OWNER.into(), me.into());
+    data.insert("retry_at".into(), now.isoformat().into());
+    match shared
+        .links
+        .documents
+        .put(&shared.collection, &doc.id, data, Some(doc.version))
+        .await
+    {
+        Ok(_) => {
+            info!(run_id = %doc.id, from = %owner, "job retry taken over");
+            schedule(shared, job, &doc.id, sequence, Duration::ZERO);
+            Ok(true)
+        }
+        // Its host is alive after all, or another host took it.
+        Err(e)
+            if matches!(
+                e.kind(),
+                CallErrorKind::VersionConflict | CallErrorKind::DocumentNotFound
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
