@@ -6,7 +6,8 @@
 //! `slow` first waits `E2E_SLOW_MS` (default 2000) and one `fail` fails.
 //!
 //! Configured by the SDK's own variables (`NATS_URL`, `ABI_PROJECT`,
-//! `ABI_MODULE_KEY`, ...) plus `E2E_ID` (module id). Prints `EVENT ready
+//! `ABI_MODULE_KEY`, ...) plus `E2E_ID` (module id) and `E2E_DRAIN_MS` (the
+//! drain timeout). Prints `EVENT ready
 //! instance=<id>` once initialized, `EVENT chat <content>` when a chat
 //! starts, `EVENT exit ok` after a clean stop (exit code 0; 1 otherwise).
 
@@ -99,7 +100,13 @@ async fn main() {
     let outcome = async {
         let host = host(&tag, slow)?;
         let spec = ModuleSpec::new(&id).serve(Arc::new(host));
-        let config = Config::from_env(&id)?;
+        let mut config = Config::from_env(&id)?;
+        if let Some(ms) = std::env::var("E2E_DRAIN_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            config = config.drain_timeout(Duration::from_millis(ms));
+        }
         Runner::new(spec).config(config).run(ModelModule).await?;
         Ok::<(), BoxError>(())
     };

@@ -197,8 +197,14 @@ pub struct Process {
 }
 
 impl Process {
-    /// Our `model-module` as module `module`, answers tagged `tag`.
+    /// Our `model-module` as module `module`, answers tagged `tag`, a
+    /// `slow` chat taking 3 s.
     pub fn ours(world: &World, module: &str, tag: &str) -> Self {
+        Self::ours_with(world, module, tag, &[])
+    }
+
+    /// [`Process::ours`] with `env` added (`E2E_SLOW_MS`, `E2E_DRAIN_MS`).
+    pub fn ours_with(world: &World, module: &str, tag: &str, env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_model-module"));
         command
             .env_remove("ABI_ROLLOUT_ID")
@@ -206,7 +212,8 @@ impl Process {
             .envs(world.module_env(module))
             .env("E2E_TAG", tag)
             .env("E2E_SLOW_MS", "3000")
-            .env("ABI_SHUTDOWN_GRACE_SECS", "20");
+            .env("ABI_SHUTDOWN_GRACE_SECS", "20")
+            .envs(env.iter().copied());
         Self::spawn(command)
     }
 

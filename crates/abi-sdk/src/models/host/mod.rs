@@ -15,8 +15,9 @@
 //! - **Drain answers what it started**: a drain refuses new chats
 //!   (`MODULE_UNAVAILABLE` "Model is draining", so callers go to another
 //!   replica) and waits for the chats in flight, which are answered; close
-//!   answers any still going `MODULE_UNAVAILABLE` before it stops them. The
-//!   reference cancels them without a reply.
+//!   answers any still going `UNAVAILABLE` ("Model host closed before the
+//!   chat finished": the handler may have run, so callers do not resend it)
+//!   before it stops them. The reference cancels them without a reply.
 
 mod authorize;
 mod chat;
@@ -323,7 +324,10 @@ async fn read(
             let response = tokio::select! {
                 biased;
                 () = shared.closed.cancelled() => {
-                    Refusal::rpc(ErrorCode::ModuleUnavailable, "Model host closed").into_response()
+                    // Not MODULE_UNAVAILABLE: the handler may have run, so the
+                    // caller must not send the chat elsewhere on its own.
+                    Refusal::rpc(ErrorCode::Unavailable, "Model host closed before the chat finished")
+                        .into_response()
                 }
                 response = run(&shared, &name, &msg, &running) => response,
             };
