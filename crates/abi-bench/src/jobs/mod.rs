@@ -63,8 +63,9 @@ pub struct Args {
     /// Triggers in flight while a throughput cell publishes.
     #[arg(long, default_value_t = 64)]
     pub publishers: usize,
-    /// Add two columns between the raw floor and ours: the raw floor plus
-    /// the four run-record calls our host makes per run, and plus two.
+    /// Add three columns between the raw floor and ours: the raw floor plus
+    /// the four run-record calls our host makes per run, plus two, and plus
+    /// two with one continuous pull instead of a fetch per free slot.
     #[arg(long)]
     pub record_call_floors: bool,
     /// Leave the Python reference out (its column reads "skipped").
@@ -183,6 +184,11 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         for (kind, module, name) in [
             ("records4", records::FOUR_MODULE, "floor + 4 record calls"),
             ("records2", records::TWO_MODULE, "floor + 2 record calls"),
+            (
+                "records2c",
+                records::CONTINUOUS_MODULE,
+                "floor + 2 record calls, continuous pull",
+            ),
         ] {
             let mut column = Column::new(name);
             let svc = serve::spawn_rust(kind, &platform.url()).await?;

@@ -7,7 +7,9 @@
 //!   create it RUNNING (`if_version = 0`), read it again, write the
 //!   outcome on the version read;
 //! - `records2`: create it RUNNING, then write the outcome on the version
-//!   the create returned (no reads).
+//!   the create returned (no reads);
+//! - `records2c`: the same two calls, the triggers pulled by one continuous
+//!   pull per job instead of one fetch per free slot.
 //!
 //! Both write the fields of a real run record to the runs collection with
 //! the reference's indexes, through the same document service.
@@ -21,6 +23,7 @@ use abi_sdk::jobs::host::consumer_config;
 use abi_sdk::{DocumentClient, TokenSource};
 use abi_wire::jobs::{self as wire, JobSubjects};
 use anyhow::Context as _;
+use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::{self, Message};
 use futures::StreamExt as _;
 use tokio::sync::Semaphore;
@@ -31,6 +34,8 @@ use super::{PROJECT, jobs, started_subject, token};
 pub const FOUR_MODULE: &str = "bench.records4";
 /// The module of the two-call floor.
 pub const TWO_MODULE: &str = "bench.records2";
+/// The module of the two-call floor pulling continuously.
+pub const CONTINUOUS_MODULE: &str = "bench.records2c";
 /// How long one pull waits for messages (the hosts' default).
 const FETCH_EXPIRES: Duration = Duration::from_secs(1);
 
@@ -44,7 +49,8 @@ struct Floor {
 }
 
 /// Starts the floor of `module` (four calls when `reads`), one pull loop per
-/// job fetching as many triggers as it has free slots.
+/// job: fetching as many triggers as it has free slots, as our host does,
+/// or (`continuous`) one continuous pull.
 ///
 /// # Errors
 ///
@@ -53,6 +59,7 @@ pub async fn start(
     nats: &async_nats::Client,
     module: &'static str,
     reads: bool,
+    continuous: bool,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     let floor = Arc::new(Floor {
         nats: nats.clone(),
@@ -78,42 +85,81 @@ pub async fn start(
     for (name, n) in jobs() {
         let subjects = JobSubjects::new(PROJECT, module, &name);
         let config = consumer_config(&subjects, n, JobHostOptions::default().ack_wait);
-        let consumer: jetstream::consumer::PullConsumer = stream
+        let consumer: PullConsumer = stream
             .create_consumer(config)
             .await
             .with_context(|| format!("the consumer of {name}"))?;
-        let floor = floor.clone();
-        loops.push(tokio::spawn(async move {
-            let slots = Arc::new(Semaphore::new(n as usize));
-            let (name, subjects) = (Arc::new(name), Arc::new(subjects));
-            loop {
-                let Ok(first) = slots.clone().acquire_owned().await else {
-                    return;
-                };
-                let mut permits = vec![first];
-                while let Ok(permit) = slots.clone().try_acquire_owned() {
-                    permits.push(permit);
-                }
-                let batch = consumer
-                    .fetch()
-                    .max_messages(permits.len())
-                    .expires(FETCH_EXPIRES)
-                    .messages()
-                    .await;
-                let Ok(mut batch) = batch else { continue };
-                while let Some(Ok(msg)) = batch.next().await {
-                    let Some(permit) = permits.pop() else { break };
-                    let (floor, name, subjects) = (floor.clone(), name.clone(), subjects.clone());
-                    tokio::spawn(async move {
-                        floor.run(&name, &subjects, msg).await;
-                        drop(permit);
-                    });
-                }
-            }
-        }));
+        let (floor, name) = (floor.clone(), Arc::new(name));
+        let subjects = Arc::new(subjects);
+        loops.push(if continuous {
+            tokio::spawn(pull_continuously(floor, consumer, name, subjects, n))
+        } else {
+            tokio::spawn(fetch_free_slots(floor, consumer, name, subjects, n))
+        });
     }
     nats.flush().await?;
     Ok(loops)
+}
+
+/// Our host's pull pattern: one fetch of as many triggers as there are free
+/// slots (each fetch subscribes a new inbox and drops it when it ends).
+async fn fetch_free_slots(
+    floor: Arc<Floor>,
+    consumer: PullConsumer,
+    name: Arc<String>,
+    subjects: Arc<JobSubjects>,
+    n: u32,
+) {
+    let slots = Arc::new(Semaphore::new(n as usize));
+    loop {
+        let Ok(first) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut permits = vec![first];
+        while let Ok(permit) = slots.clone().try_acquire_owned() {
+            permits.push(permit);
+        }
+        let batch = consumer
+            .fetch()
+            .max_messages(permits.len())
+            .expires(FETCH_EXPIRES)
+            .messages()
+            .await;
+        let Ok(mut batch) = batch else { continue };
+        while let Some(Ok(msg)) = batch.next().await {
+            let Some(permit) = permits.pop() else { break };
+            let (floor, name, subjects) = (floor.clone(), name.clone(), subjects.clone());
+            tokio::spawn(async move {
+                floor.run(&name, &subjects, msg).await;
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// One continuous pull (`PullConsumer::stream`, one inbox, pull requests
+/// renewed as messages arrive) of up to `n` messages; the consumer's
+/// `max_ack_pending` (`n`) bounds what runs at once.
+async fn pull_continuously(
+    floor: Arc<Floor>,
+    consumer: PullConsumer,
+    name: Arc<String>,
+    subjects: Arc<JobSubjects>,
+    n: u32,
+) {
+    loop {
+        let messages = consumer
+            .stream()
+            .max_messages_per_batch(n as usize)
+            .expires(FETCH_EXPIRES)
+            .messages()
+            .await;
+        let Ok(mut messages) = messages else { continue };
+        while let Some(Ok(msg)) = messages.next().await {
+            let (floor, name, subjects) = (floor.clone(), name.clone(), subjects.clone());
+            tokio::spawn(async move { floor.run(&name, &subjects, msg).await });
+        }
+    }
 }
 
 impl Floor {

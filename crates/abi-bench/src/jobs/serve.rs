@@ -29,8 +29,8 @@ pub const REFERENCE_MODULE: &str = "bench.reference";
 /// How long one floor pull waits for messages (the hosts' default).
 const FETCH_EXPIRES: Duration = Duration::from_secs(1);
 
-/// Starts this binary serving `kind` (`ours`, `raw`, `records4` or
-/// `records2`) and waits for `ready`.
+/// Starts this binary serving `kind` (`ours`, `raw`, `records4`,
+/// `records2` or `records2c`) and waits for `ready`.
 ///
 /// # Errors
 ///
@@ -93,14 +93,12 @@ pub async fn run(kind: &str, url: &str) -> anyhow::Result<()> {
             term.recv().await;
             host.close_now().await;
         }
-        "raw" | "records4" | "records2" => {
+        "raw" | "records4" | "records2" | "records2c" => {
+            use super::records::{CONTINUOUS_MODULE, FOUR_MODULE, TWO_MODULE, start};
             let loops = match kind {
-                "records4" => {
-                    super::records::start(&nats, super::records::FOUR_MODULE, true).await?
-                }
-                "records2" => {
-                    super::records::start(&nats, super::records::TWO_MODULE, false).await?
-                }
+                "records4" => start(&nats, FOUR_MODULE, true, false).await?,
+                "records2" => start(&nats, TWO_MODULE, false, false).await?,
+                "records2c" => start(&nats, CONTINUOUS_MODULE, false, true).await?,
                 _ => raw_floor(&nats).await?,
             };
             println!("ready");
@@ -109,7 +107,7 @@ pub async fn run(kind: &str, url: &str) -> anyhow::Result<()> {
                 pulling.abort();
             }
         }
-        other => bail!("unknown target {other:?} (ours, raw, records4 or records2)"),
+        other => bail!("unknown target {other:?} (ours, raw, records4, records2, records2c)"),
     }
     nats.flush().await?;
     Ok(())
