@@ -130,8 +130,9 @@ pub(super) async fn submit(
     Err(last.unwrap_or_else(|| unavailable(client)))
 }
 
-/// Sends a non-submit call to `owner` when it is eligible, else to the
-/// first eligible instance.
+/// Sends a non-submit call to `owner` when it is eligible, else (or when
+/// nobody serves the owner's subject any more) to the other eligible
+/// instances in turn.
 pub(super) async fn to_owner<Resp: Message + Default + Reply>(
     client: &AgentClient,
     op: Operation,
@@ -154,21 +155,29 @@ pub(super) async fn to_owner<Resp: Message + Default + Reply>(
         }
     };
     let mut eligible = eligible(client, instances);
-    eligible.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    let Some(first) = eligible.first() else {
+    if eligible.is_empty() {
         return Err(unavailable(client));
-    };
-    let target = eligible
-        .iter()
-        .find(|i| i.instance_id == owner)
-        .unwrap_or(first)
-        .instance_id
-        .clone();
-    let result = call::<Resp>(client, op, &target, payload).await;
-    if result.is_err() {
-        client.route.forget_instances();
     }
-    result
+    eligible.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    // The owner first; the others read the same record.
+    eligible.sort_by_key(|i| i.instance_id != owner);
+    let mut last = None;
+    for target in &eligible {
+        match call::<Resp>(client, op, &target.instance_id, payload.clone()).await {
+            // Nothing was delivered (an owner that just stopped serving):
+            // another replica answers from the shared record.
+            Err(e) if e.kind() == CallErrorKind::NoResponders => {
+                client.route.forget_instances();
+                last = Some(e);
+            }
+            Err(e) => {
+                client.route.forget_instances();
+                return Err(e);
+            }
+            ok => return ok,
+        }
+    }
+    Err(last.unwrap_or_else(|| unavailable(client)))
 }
 
 /// One request to `instance_id`, with a token bound to it.
