@@ -1,15 +1,11 @@
 //! The integration tests of `abi-sdk-e2e`, in one test binary (one link instead of
 //! one per file): each former `tests/<name>.rs` is the module `<name>` here.
 
-mod agents_fixture
 mod agents_fixture;
-mod agents_host
 mod agents_host;
-mod agents_interop
-mod agents_process
-mod agents_replicas
+mod agents_interop;
+mod agents_process;
 mod agents_replicas;
-mod agents_upkeep
 mod agents_upkeep;
 mod chain;
 mod cluster_leader_loss;
