@@ -85,3 +85,65 @@ async fn ticks_fired_while_a_run_is_going_are_skipped() {
     host.close_now().await;
     setup.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_is_skipped_while_a_run_goes_on_another_host() {
+    let setup = Setup::start().await;
+    // Two slots: the next ticks are delivered while the first run goes on.
+    let spec = || {
+        JobSpec::new("poll")
+            .unwrap()
+            .trigger(Trigger::every("1s", Some(&json!({"gate": true}))).unwrap())
+            .unwrap()
+            .max_concurrency(2)
+            .unwrap()
+            .coalesce_ticks(true)
+    };
+    let (one, one_calls) = setup.host(MODULE, "rust-1", spec(), fast()).await;
+    let docs = setup.links(MODULE, "x").documents;
+    let collection = jobs::runs_collection(&setup.project);
+    let records = || async {
+        let query = FindQuery {
+            where_: vec![Predicate::new("job", "eq", "poll")],
+            ..FindQuery::default()
+        };
+        docs.find(&collection, query).await.unwrap().items
+    };
+    let with = |docs: &[Document], status: &str, instance: &str| -> Vec<Document> {
+        docs.iter()
+            .filter(|d| text(d, "status") == status && text(d, "instance") == instance)
+            .cloned()
+            .collect()
+    };
+    wait_until(DEADLINE, || async {
+        with(&records().await, "RUNNING", "rust-1").len() == 1
+    })
+    .await
+    .expect("a tick runs on the first host");
+    let first = with(&records().await, "RUNNING", "rust-1").remove(0);
+    // The first host stops fetching (its run goes on): the second gets the ticks.
+    let (two, two_calls) = setup.host(MODULE, "rust-2", spec(), fast()).await;
+    let draining = tokio::spawn({
+        let one = one.clone();
+        async move { one.drain_within(DEADLINE).await }
+    });
+    wait_until(DEADLINE, || async {
+        with(&records().await, "SKIPPED", "rust-2").len() >= 2
+    })
+    .await
+    .expect("the second host skips the ticks");
+    let all = records().await;
+    let reason = format!("Coalesced: fired while run {} was still going", first.id);
+    for skipped in with(&all, "SKIPPED", "rust-2") {
+        assert_eq!(text(&skipped, "skip_reason"), reason);
+    }
+    assert_eq!(with(&all, "RUNNING", "rust-2").len(), 0);
+    assert_eq!((one_calls.count(), two_calls.count()), (1, 0));
+    one_calls.release.notify_one();
+    draining.await.unwrap();
+    let done = docs.get(&collection, &first.id).await.unwrap();
+    assert_eq!(text(&done, "status"), "SUCCEEDED");
+    one.close_now().await;
+    two.close_now().await;
+    setup.stop().await;
+}
