@@ -127,7 +127,8 @@ pub enum Command {
         module: String,
         /// The job's name.
         job: String,
-        /// The payload, a JSON object (default `{}`).
+        /// The payload, a JSON object (default `{}`), or `@<path>` to read
+        /// it from a file (above the broker's limit it goes as a claim check).
         #[arg(long, default_value = "{}")]
         payload: String,
         /// Idempotency key: a repeat within the stream's duplicate window

@@ -30,7 +30,15 @@ pub async fn trigger(
     key: Option<&str>,
     wait_secs: Option<f64>,
 ) -> anyhow::Result<()> {
-    let payload: serde_json::Value = serde_json::from_str(payload)
+    // `@<path>`: the payload is that file's content (large payloads, which
+    // travel as claim checks, do not fit a command line).
+    let text = match payload.strip_prefix('@') {
+        Some(path) => tokio::fs::read_to_string(path)
+            .await
+            .map_err(|e| Failure::usage(format!("--payload {payload}: {e}")))?,
+        None => payload.to_owned(),
+    };
+    let payload: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("--payload is not JSON: {e}")))?;
     if !payload.is_object() {
         return Err(Failure::usage("--payload must be a JSON object").into());
@@ -111,26 +119,38 @@ pub async fn list(
     if let Some(status) = status {
         where_.push(Predicate::new("status", "eq", status));
     }
-    let query = FindQuery {
-        where_,
-        // The trigger's stream sequence: newest trigger first.
-        order_by: Some(OrderBy::desc("sequence")),
-        limit,
-        ..Default::default()
-    };
-    let records = match docs
-        .find(&jobs::runs_collection(cx.global.project.as_str()), query)
-        .await
-    {
-        Ok(page) => page
-            .items
-            .into_iter()
-            .map(|d| RunRecord::from_data(&d.id, job, d.version, d.data))
-            .collect(),
-        // No host of the module ever wrote a record.
-        Err(e) if e.kind() == CallErrorKind::CollectionNotFound => Vec::new(),
-        Err(e) => return Err(e.into()),
-    };
+    let collection = jobs::runs_collection(cx.global.project.as_str());
+    let mut records = Vec::new();
+    let mut cursor = None;
+    // A page is cut short by its size (large payloads make large records):
+    // follow the cursor until `limit` runs or the last page.
+    loop {
+        let query = FindQuery {
+            where_: where_.clone(),
+            // The trigger's stream sequence: newest trigger first.
+            order_by: Some(OrderBy::desc("sequence")),
+            limit: limit - i64::try_from(records.len()).unwrap_or(i64::MAX),
+            cursor: cursor.take(),
+            ..Default::default()
+        };
+        let page = match docs.find(&collection, query).await {
+            Ok(page) => page,
+            // No host of the module ever wrote a record.
+            Err(e) if e.kind() == CallErrorKind::CollectionNotFound => break,
+            Err(e) => return Err(e.into()),
+        };
+        let empty = page.items.is_empty();
+        records.extend(
+            page.items
+                .into_iter()
+                .map(|d| RunRecord::from_data(&d.id, job, d.version, d.data)),
+        );
+        cursor = page.cursor;
+        // An empty page with a cursor would repeat forever: stop there.
+        if empty || cursor.is_none() || i64::try_from(records.len()).unwrap_or(i64::MAX) >= limit {
+            break;
+        }
+    }
     if cx.global.json {
         let out: Vec<_> = records.iter().map(RunRecord::to_json).collect();
         print_json(&json!(out));

@@ -126,6 +126,32 @@ async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
     assert_eq!(done["result"], serde_json::json!({"echo": {"n": 1}}));
     let run_id = done["run_id"].as_str().unwrap().to_owned();
 
+    // A payload from a file, large enough (~300 KB) that a `runs` page
+    // holds fewer records than asked for: the listing below follows the
+    // cursor.
+    let file = dir.path().join("big.json");
+    let big = serde_json::json!({"big": "x".repeat(300_000)});
+    std::fs::write(&file, serde_json::to_vec(&big).unwrap()).unwrap();
+    let at_file = format!("@{}", file.display());
+    let done_big = stack
+        .abictl()
+        .run(&[
+            "trigger",
+            "billing",
+            "ingest",
+            "--payload",
+            &at_file,
+            "--wait",
+            "60",
+        ])
+        .await
+        .json();
+    assert_eq!(done_big["status"], "SUCCEEDED");
+    assert!(
+        done_big["payload"] == big,
+        "the host read the whole payload"
+    );
+
     // A key makes a repeat the same run.
     let keyed = stack
         .abictl()
