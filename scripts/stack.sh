@@ -39,7 +39,7 @@ esac
 
 project=demo
 lease_seconds=8
-steps=12
+steps=13
 step_no=0
 step() { step_no=$((step_no + 1)); printf '\n==> [%d/%d] %s\n' "$step_no" "$steps" "$*"; }
 ok() { printf '    ok: %s\n' "$*"; }
@@ -212,7 +212,7 @@ procs+=("$! watch")
 
 
 # --- 5. provider ------------------------------------------------------------
-step "provider: demo-provider (an agent and a job, periodic work)"
+step "provider: demo-provider (jobs, an agent, a chat model, periodic work)"
 ABI_MODULE_KEY=$(ctl key demo-provider) spawn provider "$bin_dir/provider"
 expect "demo-provider READY" demo-provider --status READY --for 60
 table
@@ -267,6 +267,30 @@ for _ in $(seq 1 150); do
 done
 [ "$cancelled" = 1 ] || fail "sleepy was not cancelled"
 ok "demo-provider $sleepy cancelled while running"
+
+# --- 6d. agents and chat models ----------------------------------------------
+step "agents and models: the consumer called the provider's echo agent and echo-chat model; abictl does too"
+called=0
+for _ in $(seq 1 150); do
+  if grep -q "the provider's agent answered" "$tmp/logs/consumer.log" \
+    && grep -q "the provider's chat model answered" "$tmp/logs/consumer.log"; then
+    called=1; break
+  fi
+  sleep 0.2
+done
+[ "$called" = 1 ] || fail "the consumer did not get answers from the provider's agent and chat model"
+ok "demo-consumer got answers from the echo agent and the echo-chat model"
+ctl agents demo-provider | sed 's/^/    /'
+ctl models demo-provider | sed 's/^/    /'
+ctl invoke demo-provider echo "streamed word by word" >"$tmp/invoke.txt" \
+  || fail "abictl invoke of the echo agent failed"
+sed 's/^/    /' "$tmp/invoke.txt"
+grep -q "word" "$tmp/invoke.txt" || fail "the echo agent's events did not arrive"
+ok "demo-provider echo agent streamed its events"
+ctl chat demo-provider echo-chat "hello from abictl" >"$tmp/chat.txt" \
+  || fail "abictl chat with echo-chat failed"
+grep -q "hello from abictl" "$tmp/chat.txt" || fail "echo-chat did not answer with the message"
+ok "demo-provider echo-chat answered: $(head -1 "$tmp/chat.txt")"
 
 # --- 7. readiness follows dependencies --------------------------------------
 step "stop the provider: the consumer goes DEGRADED; start it again: READY"

@@ -1,9 +1,15 @@
 //! `demo-consumer`: a module that depends on `demo-provider` at contract
-//! major 1 and looks it up once it is initialized. Copy it (with
+//! major 1, looks it up once it is initialized, then calls its echo agent and
+//! echo chat model once. Copy it (with
 //! `src/bin/consumer.rs`) to start a module that uses another one.
 
+use std::time::Duration;
+
+use abi_sdk::models::ChatMessage;
 use abi_sdk::{Context, HookResult, Module, ModuleSpec};
-use tracing::info;
+use tracing::{info, warn};
+
+use crate::provider::{ECHO_AGENT, ECHO_MODEL};
 
 /// This module's id.
 pub const MODULE_ID: &str = "demo-consumer";
@@ -41,8 +47,31 @@ impl Module for Consumer {
         Ok(())
     }
 
-    /// Serves until asked to stop: here there is nothing more to do.
+    /// Calls the provider's echo agent and echo chat model once (when the
+    /// provider serves them), then serves until asked to stop.
     async fn run(&self, cx: Context) -> HookResult {
+        let provider = cx.modules().get(PROVIDER)?;
+        if provider.agent(ECHO_AGENT).await.is_ok() {
+            match provider
+                .agent_client(ECHO_AGENT)
+                .invoke("hello from the consumer", Some(Duration::from_secs(30)))
+                .await
+            {
+                Ok(answer) => info!(agent = ECHO_AGENT, %answer, "the provider's agent answered"),
+                Err(error) => warn!(agent = ECHO_AGENT, %error, "the provider's agent failed"),
+            }
+        }
+        if provider.model(ECHO_MODEL).await.is_ok() {
+            let messages = vec![ChatMessage::human("hello, model")];
+            match provider.chat_model(ECHO_MODEL).invoke(messages).await {
+                Ok(reply) => info!(
+                    model = ECHO_MODEL,
+                    answer = %reply.content_text(),
+                    "the provider's chat model answered"
+                ),
+                Err(error) => warn!(model = ECHO_MODEL, %error, "the provider's chat model failed"),
+            }
+        }
         cx.stopping().cancelled().await;
         info!("consumer stopping");
         Ok(())

@@ -1,10 +1,16 @@
-//! `demo-provider`: a module that serves an agent and a job, and does a little
-//! periodic work. Copy it (with `src/bin/provider.rs`) to start your own module.
+//! `demo-provider`: a module that serves jobs, an agent and a chat model, and
+//! does a little periodic work. Copy it (with `src/bin/provider.rs`) to start
+//! your own module.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use abi_sdk::agents::{
+    AgentEvent, AgentHandler, AgentHost, AgentSpec, EventStream, InvocationContext, InvokeFuture,
+};
 use abi_sdk::documents::{CollectionSpec, Data, DocumentClient, FieldSpec, Value};
 use abi_sdk::jobs::{JobContext, JobResult, JobSpec, Trigger};
+use abi_sdk::models::{ChatInput, ChatMessage, ChatModelSpec, ModelHost};
 use abi_sdk::{Context, HookResult, Module, ModuleSpec, pb};
 use tracing::{info, warn};
 
@@ -154,11 +160,76 @@ pub fn with_jobs(spec: ModuleSpec) -> ModuleSpec {
     })
 }
 
+/// The echo agent's name.
+pub const ECHO_AGENT: &str = "echo";
+/// The echo chat model's name.
+pub const ECHO_MODEL: &str = "echo-chat";
+
+/// The spec with what the provider serves over NATS besides jobs (the demo
+/// stack runs them): the agent `echo` (answers `echo: <prompt>`; streamed,
+/// one `message` event per word) and the chat model `echo-chat` (answers
+/// with the last message's text). Both need NATS, discovery and the document
+/// service, so the in-process tests use [`spec`] alone.
+///
+/// # Panics
+///
+/// Never: the model name is a valid constant (a test builds it).
+#[allow(clippy::expect_used)]
+pub fn with_agents_and_models(spec: ModuleSpec) -> ModuleSpec {
+    let models = ModelHost::new()
+        .model(
+            ChatModelSpec::new(ECHO_MODEL)
+                .expect("a valid model name")
+                .description("Answers with the last message's text"),
+            |input: ChatInput| async move {
+                let last = input
+                    .messages
+                    .last()
+                    .map(|m| m.content_text())
+                    .unwrap_or_default();
+                Ok(ChatMessage::ai(last))
+            },
+        )
+        .expect("one model of that name");
+    let agents = AgentHost::new().agent(
+        AgentSpec::new(ECHO_AGENT, "Says the prompt back"),
+        Arc::new(EchoAgent),
+    );
+    // Models before agents: hosts close in this order, as the reference's.
+    spec.serve(Arc::new(models)).serve(Arc::new(agents))
+}
+
+/// The echo agent: one answer, or one streamed event per word.
+struct EchoAgent;
+
+impl AgentHandler for EchoAgent {
+    fn invoke(&self, prompt: String, _cx: InvocationContext) -> InvokeFuture {
+        Box::pin(async move { Ok(format!("echo: {prompt}")) })
+    }
+
+    fn stream(&self, prompt: String, _cx: InvocationContext) -> Option<EventStream> {
+        let words: Vec<_> = prompt
+            .split_whitespace()
+            .map(|w| Ok(AgentEvent::message(w.to_owned())))
+            .collect();
+        Some(Box::pin(futures::stream::iter(words)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_job_declarations_are_valid() {
         let spec = super::with_jobs(super::spec("1.0.0"));
         assert_eq!(spec.descriptor().jobs.len(), 4);
+    }
+
+    #[test]
+    fn the_agent_and_model_declarations_are_valid() {
+        let spec = super::with_agents_and_models(super::spec("1.0.0"));
+        let names: Vec<_> = spec.descriptor().agents.iter().map(|a| &a.name).collect();
+        assert_eq!(names, ["summarizer", super::ECHO_AGENT]);
+        assert_eq!(spec.descriptor().models[0].name, super::ECHO_MODEL);
+        assert_eq!(spec.descriptor().models[0].kind, "chat");
     }
 }

@@ -1,5 +1,5 @@
-//! `demo-provider`: a module that declares an agent, serves jobs (`tick`,
-//! `echo`, `sleepy`), and does a little periodic work (the module itself is `abi_examples::provider`). Copy both
+//! `demo-provider`: a module that serves jobs (`tick`, `echo`, `sleepy`), an
+//! agent (`echo`) and a chat model (`echo-chat`), and does a little periodic work (the module itself is `abi_examples::provider`). Copy both
 //! to start your own module.
 //!
 //! Run it next to a NATS server and `abi-discovery`:
@@ -18,7 +18,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use abi_examples::provider::{Provider, spec, with_jobs};
+use abi_examples::provider::{Provider, spec, with_agents_and_models, with_jobs};
 use abi_sdk::run_module;
 
 #[tokio::main]
@@ -39,7 +39,7 @@ async fn main() -> ExitCode {
     // The runner registers, renews the lease, waits for dependencies, calls
     // the hooks, serves /health and /ready, and drains on SIGTERM.
     let version = std::env::var("DEMO_VERSION").unwrap_or_else(|_| "1.0.0".into());
-    match run_module(with_jobs(spec(&version)), module).await {
+    match run_module(with_agents_and_models(with_jobs(spec(&version))), module).await {
         Ok(()) => ExitCode::SUCCESS,
         // The runner already logged the error; the exit code tells a supervisor.
         Err(_) => ExitCode::FAILURE,
