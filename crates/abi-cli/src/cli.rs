@@ -196,6 +196,45 @@ pub enum Command {
         #[arg(long = "option", value_name = "KEY=JSON")]
         options: Vec<String>,
     },
+    /// Declared agents per module, with their capabilities and the
+    /// instances serving them (from the registry).
+    Agents {
+        /// Only this module.
+        module: Option<String>,
+    },
+    /// Runs a module's agent once (a READY instance declaring it), printing
+    /// its events as they come, then its result.
+    Invoke {
+        /// The module serving the agent.
+        module: String,
+        /// The agent's name.
+        agent: String,
+        /// The prompt (its words are joined by spaces).
+        #[arg(required = true, num_args = 1..)]
+        prompt: Vec<String>,
+        /// The module's contract major.
+        #[arg(long, default_value_t = 1)]
+        major: u32,
+        /// Use the agent's invoke handler (one message) instead of its stream.
+        #[arg(long)]
+        no_stream: bool,
+        /// The run's deadline, and how long to wait for it (1 to 3600 s).
+        #[arg(long = "timeout", value_name = "SECS", default_value_t = 300)]
+        run_timeout_secs: u64,
+    },
+    /// Recent runs of a module's agents, newest first (from their records).
+    AgentRuns {
+        /// The module serving the agents.
+        module: String,
+        /// Only this agent's runs.
+        agent: Option<String>,
+        /// Only runs in this status (RUNNING, SUCCEEDED, FAILED, ...).
+        #[arg(long)]
+        status: Option<String>,
+        /// At most this many (1 to 1000).
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
     /// Prints the module key of a module id (needs the project secret).
     Key {
         /// The module id.

@@ -1,11 +1,14 @@
 //! One file per subcommand; [`run`] dispatches.
 
+mod agent_runs;
+mod agents;
 mod chat;
 mod decode;
 mod docs;
 mod dump;
 mod evict;
 mod get;
+mod invoke;
 mod jobs;
 mod keys;
 mod ls;
@@ -106,6 +109,31 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
             };
             chat::run(cx, args).await
         }
+        Command::Agents { module } => agents::run(cx, module.as_deref()).await,
+        Command::Invoke {
+            module,
+            agent,
+            prompt,
+            major,
+            no_stream,
+            run_timeout_secs,
+        } => {
+            let args = invoke::InvokeArgs {
+                module,
+                major: *major,
+                agent,
+                words: prompt,
+                no_stream: *no_stream,
+                timeout_secs: *run_timeout_secs,
+            };
+            invoke::run(cx, args).await
+        }
+        Command::AgentRuns {
+            module,
+            agent,
+            status,
+            limit,
+        } => agent_runs::run(cx, module, agent.as_deref(), status.as_deref(), *limit).await,
         Command::Key { module } => keys::key(cx, module),
         Command::Token { identity, aud, ttl } => keys::token(cx, identity, aud.as_deref(), *ttl),
     }

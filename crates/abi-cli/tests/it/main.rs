@@ -3,6 +3,7 @@
 
 mod common;
 
+mod cli_agents;
 mod cli_commands;
 mod cli_jobs;
 mod cli_models;

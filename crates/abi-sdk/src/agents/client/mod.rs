@@ -39,7 +39,7 @@ pub struct SubmitOptions {
 ///
 /// Cheap to clone; clones share the conversation (thread id) and the
 /// routing state.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AgentClient {
     pub(crate) proxy: ModuleProxy,
     pub(crate) name: String,
@@ -47,6 +47,17 @@ pub struct AgentClient {
     thread_id: Arc<Mutex<String>>,
     pub(crate) route: Arc<route::Route>,
     pub(crate) request_timeout: Duration,
+    pub(crate) signer: Option<crate::models::BoundSigner>,
+}
+
+impl std::fmt::Debug for AgentClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentClient")
+            .field("module", &self.proxy.module_id())
+            .field("name", &self.name)
+            .field("contract_major", &self.contract_major)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AgentClient {
@@ -58,6 +69,7 @@ impl AgentClient {
             thread_id: Arc::new(Mutex::new(ids::uuid4())),
             route: Arc::new(route::Route::default()),
             request_timeout: crate::DEFAULT_REQUEST_TIMEOUT,
+            signer: None,
         }
     }
 
@@ -77,6 +89,14 @@ impl AgentClient {
     #[must_use]
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Signs the instance-bound tokens with `signer` instead of the
+    /// client's module key (a tool holding the project secret).
+    #[must_use]
+    pub fn bound_tokens(mut self, signer: crate::models::BoundSigner) -> Self {
+        self.signer = Some(signer);
         self
     }
 

@@ -195,7 +195,10 @@ async fn call<Resp: Message + Default + Reply>(
         ));
     };
     let subject = wire::subject(discovery.project(), instance_id, &client.name, op);
-    let token = discovery.token().for_audience(instance_id)?;
+    let token = match &client.signer {
+        Some(sign) => sign(instance_id)?,
+        None => discovery.token().for_audience(instance_id)?,
+    };
     let mut headers = HeaderMap::new();
     headers.insert(abi_wire::AUTH_HEADER, token.as_str());
     let request = async_nats::Request::new()

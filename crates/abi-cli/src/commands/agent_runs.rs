@@ -1,0 +1,115 @@
+//! `abictl agent-runs <module> [agent]`: recent runs of a module's agents,
+//! newest first, from the run records its agent hosts keep in its document
+//! namespace (`agent_runs_*`, as the reference stores them). The job
+//! `runs` command reads job records; agent records have other fields.
+
+use abi_sdk::CallErrorKind;
+use abi_sdk::documents::{Data, FindQuery, OrderBy, Predicate, Value};
+use abi_wire::agents;
+use serde_json::json;
+
+use super::Ctx;
+use crate::connect;
+use crate::error::Failure;
+use crate::output::{Table, or_dash, print_json};
+
+/// The record fields shown, in order.
+const FIELDS: [&str; 9] = [
+    "agent_name",
+    "invocation_id",
+    "status",
+    "caller",
+    "owner",
+    "submitted_at",
+    "finished_at",
+    "error_code",
+    "last_sequence",
+];
+
+/// Prints up to `limit` runs of `module`'s agents (of `agent` only when
+/// given), newest first.
+///
+/// # Errors
+///
+/// The document service refused or is unreachable; a bad limit (exit 2).
+pub async fn run(
+    cx: Ctx<'_>,
+    module: &str,
+    agent: Option<&str>,
+    status: Option<&str>,
+    limit: i64,
+) -> anyhow::Result<()> {
+    if !(1..=1000).contains(&limit) {
+        return Err(Failure::usage("--limit takes 1 to 1000").into());
+    }
+    let client = connect::client(cx.global, cx.env).await?;
+    let docs = client
+        .documents(module)
+        .ok_or_else(|| Failure::usage("run records need a NATS connection"))?;
+    let mut where_ = Vec::new();
+    if let Some(agent) = agent {
+        where_.push(Predicate::new("agent_name", "eq", agent));
+    }
+    if let Some(status) = status {
+        where_.push(Predicate::new("status", "eq", status));
+    }
+    let query = FindQuery {
+        where_,
+        order_by: Some(OrderBy::desc("submitted_at")),
+        limit,
+        ..Default::default()
+    };
+    let collection = agents::runs_collection(cx.global.project.as_str());
+    let records = match docs.find(&collection, query).await {
+        Ok(page) => page.items,
+        // No host of the module ever wrote a record.
+        Err(e) if e.kind() == CallErrorKind::CollectionNotFound => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    if cx.global.json {
+        let out: Vec<_> = records
+            .iter()
+            .map(|d| {
+                let mut row = serde_json::Map::new();
+                for field in FIELDS {
+                    row.insert(field.into(), field_json(&d.data, field));
+                }
+                serde_json::Value::Object(row)
+            })
+            .collect();
+        print_json(&json!(out));
+        return Ok(());
+    }
+    let mut table = Table::new(&[
+        "AGENT",
+        "INVOCATION",
+        "STATUS",
+        "CALLER",
+        "OWNER",
+        "SUBMITTED",
+        "FINISHED",
+        "ERROR",
+        "EVENTS",
+    ]);
+    for doc in &records {
+        let cells = FIELDS
+            .iter()
+            .map(|f| match field_json(&doc.data, f) {
+                serde_json::Value::String(s) => or_dash(&s),
+                serde_json::Value::Null => "-".to_owned(),
+                other => other.to_string(),
+            })
+            .collect();
+        table.status_row(cells, 2);
+    }
+    print!("{}", table.render(cx.style));
+    Ok(())
+}
+
+fn field_json(data: &Data, field: &str) -> serde_json::Value {
+    match data.get(field) {
+        Some(Value::String(s)) => json!(s),
+        Some(Value::Int(i)) => json!(i),
+        _ => serde_json::Value::Null,
+    }
+}
