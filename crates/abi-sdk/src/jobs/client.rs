@@ -13,6 +13,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::stream::ConsumerCreateStrictErrorKind;
 use bytes::Bytes;
+use tracing::{debug, warn};
 
 use crate::client::DiscoveryClient;
 use crate::documents::DocumentClient;
@@ -23,7 +24,6 @@ use crate::jobs::host::consumer_config;
 use crate::jobs::run::JobRun;
 use crate::proxy::ModuleProxy;
 use crate::token::TokenSource;
-use tracing::{debug, warn};
 
 /// How long a trigger may wait for the stream's acknowledgement unless set
 /// otherwise: a stored message is acknowledged in milliseconds; past this
