@@ -287,11 +287,10 @@ impl JobClient {
         }
         headers.insert(async_nats::header::NATS_EXPECTED_STREAM, stream.as_str());
         let max = inner.nats.server_info().max_payload;
-        let size = body.len() + header_block_len(&headers) + PAYLOAD_RESERVE;
         let mut js = async_nats::jetstream::new(inner.nats.clone());
         js.set_timeout(inner.trigger_timeout);
         let mut body = Bytes::from(body);
-        if max > 0 && size > max {
+        if needs_claim_check(body.len(), &headers, max) {
             // Too large for one message: the body travels as a claim check.
             let stored =
                 tokio::time::timeout(inner.trigger_timeout, claim_check::store(&js, &body, max))
@@ -420,6 +419,13 @@ fn to_pyjson(value: &serde_json::Value) -> abi_pyjson::Json {
     }
 }
 
+/// Whether a body of `body_len` bytes with `headers` (the stream header
+/// included) exceeds `max_payload` by the reference's count
+/// (`claim_check.prepare`: body, header block, and 16 bytes kept free).
+fn needs_claim_check(body_len: usize, headers: &HeaderMap, max_payload: usize) -> bool {
+    max_payload > 0 && body_len + header_block_len(headers) + PAYLOAD_RESERVE > max_payload
+}
+
 /// Bytes of the `NATS/1.0` header block `headers` become on the wire.
 fn header_block_len(headers: &HeaderMap) -> usize {
     let fields: usize = headers
@@ -448,5 +454,27 @@ mod tests {
             r#"{"a": {"x": null}, "b": [1, 2.5, "\u00e9"]}"#
         );
         assert_eq!(trigger_body(&json!(1.0)), "1.0");
+    }
+
+    /// The largest bodies the reference sends whole under a 1 MiB limit
+    /// (`max_payload - (message_size(b"", headers) +
+    /// stream_header_reserve("ABI_JOBS_default"))`, from its own functions).
+    #[test]
+    fn the_claim_check_threshold_is_the_references() {
+        let max = 1_048_576;
+        let mut headers = HeaderMap::new();
+        headers.insert(jobs::TRIGGER_HEADER, jobs::MANUAL_TRIGGER);
+        headers.insert(jobs::TTL_HEADER, jobs::MANUAL_TRIGGER_TTL);
+        headers.insert(async_nats::header::NATS_EXPECTED_STREAM, "ABI_JOBS_default");
+        assert!(!needs_claim_check(1_048_467, &headers, max));
+        assert!(needs_claim_check(1_048_468, &headers, max));
+        let id = format!("712c5ed1{}", "0".repeat(56));
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
+        assert!(!needs_claim_check(1_048_388, &headers, max));
+        assert!(needs_claim_check(1_048_389, &headers, max));
+        assert!(
+            !needs_claim_check(usize::MAX / 2, &headers, 0),
+            "no limit known"
+        );
     }
 }
