@@ -368,6 +368,10 @@ impl JobClient {
             Err(e) if e.kind() == ConsumerCreateStrictErrorKind::AlreadyExists => {
                 inner.consumer_ready.store(true, Ordering::Relaxed);
             }
+            // No stream: the publish fails next and reports it.
+            Err(e)
+                if matches!(e.kind(), ConsumerCreateStrictErrorKind::JetStream(ref js)
+                    if js.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND) => {}
             Err(e) => {
                 warn!(job = %inner.job, error = %e, "could not make sure the job's consumer exists");
             }
