@@ -27,7 +27,6 @@ use super::message::ChatMessage;
 use super::spec::ChatInput;
 use crate::error::{CallError, CallErrorKind};
 use crate::proxy::ModuleProxy;
-use crate::status::Status;
 use crate::token::TokenSource;
 
 /// How long one chat may take unless set otherwise.
@@ -141,7 +140,6 @@ impl ChatModel {
             .ready_instances()
             .await?
             .into_iter()
-            .filter(|i| Status::parse(&i.status) == Status::Ready)
             .filter(|i| {
                 i.descriptor.as_ref().is_some_and(|d| {
                     d.models
