@@ -9,9 +9,11 @@
 //! The tables go to stdout (markdown), progress to stderr. See
 //! `docs/benchmarks.md` for what each row means and the targets.
 
+mod agents;
 mod documents;
 mod jobs;
 mod measure;
+mod platform;
 mod report;
 mod runs;
 mod service;
@@ -74,6 +76,10 @@ pub enum Bench {
     /// Document service: raw NATS request-reply, abi-documents on SQLite and on
     /// PostgreSQL, the Python reference on SQLite.
     Documents(documents::Args),
+    /// Agent and chat model hosts: invoke round trips and throughput of a
+    /// raw request-reply floor, our ModelHost and AgentHost, the Python
+    /// reference's.
+    Agents(agents::Args),
     /// Job hosts: trigger-to-start latency and throughput of a raw
     /// JetStream floor, our JobHost and the Python reference's.
     Jobs(jobs::Args),
@@ -110,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
     let table = match &args.command {
         Some(Bench::Documents(documents)) => documents::run(documents).await?,
         Some(Bench::Jobs(jobs)) => jobs::run(jobs).await?,
+        Some(Bench::Agents(agents)) => agents::run(agents).await?,
         None => runs::run_all(&args).await?,
     };
     println!("{table}");

@@ -21,7 +21,6 @@
 //! the bench listens on; the bench stamps messages as they arrive, on its
 //! own clock, so both ends of every measurement are read in one process.
 
-mod platform;
 mod records;
 mod report;
 mod serve;
@@ -33,6 +32,7 @@ use std::time::Instant;
 use abi_sdk::{JobClient, TokenSource};
 use anyhow::Context as _;
 
+use crate::platform::{self, CpuSplit};
 use crate::service::{self, Service};
 use report::Column;
 
@@ -159,7 +159,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
          at max_concurrency {LEVELS:?}, {} publishers",
         args.publishers
     );
-    let load_before = load_average();
+    let load_before = platform::load_average();
     let started = Instant::now();
     let root = service::workspace_root();
     let python = args
@@ -170,7 +170,11 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         .reference_script
         .clone()
         .unwrap_or_else(|| root.join("crates/abi-bench/python/job_bench_peer.py"));
-    let platform = platform::Platform::start(args, PROJECT, SECRET).await?;
+    let bins = platform::Binaries {
+        discovery: args.discovery_bin.clone(),
+        documents: args.documents_bin.clone(),
+    };
+    let platform = platform::Platform::start(bins, PROJECT, SECRET).await?;
     let client = async_nats::connect(platform.url())
         .await
         .context("connect to nats")?;
@@ -217,7 +221,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         .await?;
     }
 
-    let load_after = load_average();
+    let load_after = platform::load_average();
     let elapsed = started.elapsed();
     platform.stop().await;
     let verdicts = report::verdicts(&ours, &reference);
@@ -320,43 +324,4 @@ async fn target_phases(
         column.throughput.insert(n, cell);
     }
     Ok(())
-}
-
-/// CPU seconds used so far by each process of a measurement.
-struct CpuSplit {
-    host: Option<f64>,
-    shared: platform::SharedCpu,
-    caller: Option<f64>,
-}
-
-impl CpuSplit {
-    fn now(platform: &platform::Platform, svc: &Service) -> Self {
-        let ticks = crate::measure::ticks_per_second();
-        Self {
-            host: svc.usage().ok().map(|u| u.cpu_secs),
-            shared: platform.cpu(),
-            caller: crate::measure::cpu_seconds(std::process::id(), ticks).ok(),
-        }
-    }
-
-    /// Microseconds of CPU per run since `before`: host, abi-documents,
-    /// nats-server, the bench's caller.
-    fn per_run_since(&self, before: &Self, runs: u64) -> Option<[f64; 4]> {
-        let runs = runs.max(1) as f64;
-        let spent = |a: Option<f64>, b: Option<f64>| Some((b? - a?) * 1e6 / runs);
-        Some([
-            spent(before.host, self.host)?,
-            spent(before.shared.documents, self.shared.documents)?,
-            spent(before.shared.nats, self.shared.nats)?,
-            spent(before.caller, self.caller)?,
-        ])
-    }
-}
-
-/// The 1-minute load average from `/proc/loadavg`, or "?".
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".to_owned())
 }

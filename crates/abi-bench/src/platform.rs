@@ -1,7 +1,8 @@
-//! What every target shares: a nats-server (temporary store), our
-//! `abi-discovery` on the bench's project (it creates the jobs stream and
-//! the claim-check store before it serves, as the platform does) and our
-//! `abi-documents` on a fresh SQLite file (every target's run records).
+//! What the jobs and agents benchmarks' targets share: a nats-server
+//! (temporary store), our `abi-discovery` on the bench's project (it creates
+//! the jobs stream and the claim-check store before it serves, as the
+//! platform does) and our `abi-documents` on a fresh SQLite file (every
+//! target's records), plus the CPU each process spends while measured.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -11,7 +12,6 @@ use abi_test_support::NatsServer;
 use anyhow::Context as _;
 use tokio::process::Command;
 
-use super::Args;
 use crate::measure;
 use crate::service::{self, Service};
 
@@ -30,6 +30,15 @@ const INHERITED_SETTINGS: [&str; 8] = [
 ];
 /// Deadline of one readiness probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where the platform's binaries are (`None`: next to this executable).
+#[derive(Debug, Clone, Default)]
+pub struct Binaries {
+    /// `abi-discovery`.
+    pub discovery: Option<std::path::PathBuf>,
+    /// `abi-documents`.
+    pub documents: Option<std::path::PathBuf>,
+}
 
 /// The running shared services.
 pub struct Platform {
@@ -58,15 +67,12 @@ impl Platform {
     /// # Errors
     ///
     /// When a binary is missing or a service does not come up in a minute.
-    pub async fn start(args: &Args, project: &str, secret: &str) -> anyhow::Result<Self> {
-        let discovery_bin = service::discovery_binary(args.discovery_bin.clone())?;
-        let documents_bin = service::sibling_binary(
-            "abi-documents",
-            args.documents_bin.clone(),
-            "--documents-bin",
-        )?;
+    pub async fn start(bins: Binaries, project: &str, secret: &str) -> anyhow::Result<Self> {
+        let discovery_bin = service::discovery_binary(bins.discovery)?;
+        let documents_bin =
+            service::sibling_binary("abi-documents", bins.documents, "--documents-bin")?;
         let scratch = tempfile::Builder::new()
-            .prefix("abi-bench-jobs-")
+            .prefix("abi-bench-")
             .tempdir()
             .context("create a temporary directory")?;
         eprintln!("starting nats-server (temporary store)");
@@ -101,7 +107,7 @@ impl Platform {
         // A run of no host reads as QUEUED once the service answers.
         let probe = JobClient::new(
             client.clone(),
-            TokenSource::issued(super::token("api")),
+            TokenSource::issued(abi_test_support::requests::service_token(secret, "api")),
             project,
             "bench.probe",
             "probe",
@@ -147,6 +153,47 @@ impl Platform {
         self.discovery.stop().await;
         drop(self.nats);
     }
+}
+
+/// CPU seconds used so far by each process of a measurement: the target
+/// host, the shared services and this process (the bench's callers).
+pub struct CpuSplit {
+    host: Option<f64>,
+    shared: SharedCpu,
+    caller: Option<f64>,
+}
+
+impl CpuSplit {
+    /// The counters now, `svc` being the target host.
+    pub fn now(platform: &Platform, svc: &Service) -> Self {
+        let ticks = measure::ticks_per_second();
+        Self {
+            host: svc.usage().ok().map(|u| u.cpu_secs),
+            shared: platform.cpu(),
+            caller: measure::cpu_seconds(std::process::id(), ticks).ok(),
+        }
+    }
+
+    /// Microseconds of CPU per run since `before`: host, abi-documents,
+    /// nats-server, the bench's caller.
+    pub fn per_run_since(&self, before: &Self, runs: u64) -> Option<[f64; 4]> {
+        let runs = runs.max(1) as f64;
+        let spent = |a: Option<f64>, b: Option<f64>| Some((b? - a?) * 1e6 / runs);
+        Some([
+            spent(before.host, self.host)?,
+            spent(before.shared.documents, self.shared.documents)?,
+            spent(before.shared.nats, self.shared.nats)?,
+            spent(before.caller, self.caller)?,
+        ])
+    }
+}
+
+/// The 1-minute load average from `/proc/loadavg`, or "?".
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 /// The nats-server process listening on `port` (started by the test
