@@ -1,6 +1,7 @@
 //! The integration tests of `abi-sdk-e2e`, in one test binary (one link instead of
 //! one per file): each former `tests/<name>.rs` is the module `<name>` here.
 
+mod agents_busy;
 mod agents_fixture;
 mod agents_host;
 mod agents_interop;

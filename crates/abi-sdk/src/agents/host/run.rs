@@ -227,12 +227,12 @@ pub(crate) fn spawn(shared: &Arc<Shared>, run: Arc<Run>, start: Start) {
     // deadline bounds it; without one, inactivity does.
     if streamed || start.deadline_secs == 0 {
         let (s, r) = (shared.clone(), run.clone());
-        tokio::spawn(async move { watch_progress(&s, &r).await });
+        shared.executing.spawn(async move { watch_progress(&s, &r).await });
     }
     if start.deadline_secs > 0 {
         let (s, r) = (shared.clone(), run.clone());
         let after = Duration::from_secs(u64::from(start.deadline_secs));
-        tokio::spawn(async move {
+        shared.executing.spawn(async move {
             tokio::select! {
                 () = r.ended.cancelled() => {}
                 () = tokio::time::sleep(after) => cancel(&s, &r, "TIMED_OUT").await,
