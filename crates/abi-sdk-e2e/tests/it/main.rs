@@ -6,6 +6,7 @@ mod agents_fixture;
 mod agents_host;
 mod agents_interop;
 mod agents_process;
+mod agents_reconcile;
 mod agents_replicas;
 mod agents_upkeep;
 mod chain;
