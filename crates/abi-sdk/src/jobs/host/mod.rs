@@ -327,7 +327,7 @@ impl JobHost {
             consumers.push(consumer::create_or_update(&shared, job).await?);
             schedules::reconcile(&shared, job).await?;
         }
-        let hosted: Vec<Arc<Job>> = jobs.iter().cloned().map(Arc::new).collect();
+        let hosted = hosted_jobs(&jobs);
         if let Some(job) = jobs.first() {
             let mut cancels = shared
                 .links
@@ -373,6 +373,22 @@ impl JobHost {
                     tokio::select! {
                         () = upkeep.closing.cancelled() => break,
                         () = tokio::time::sleep(upkeep.options.upkeep_interval) => {}
+                    }
+                }
+            });
+        }
+        if !jobs.is_empty() {
+            // Retries whose host stopped wait no longer than an ack wait or
+            // two (the upkeep runs every 10 minutes): one find per job.
+            let (sweeper, swept) = (shared.clone(), hosted_jobs(&jobs));
+            self.loops.spawn(async move {
+                loop {
+                    tokio::select! {
+                        () = sweeper.closing.cancelled() => break,
+                        () = tokio::time::sleep(sweeper.options.ack_wait) => {}
+                    }
+                    if let Err(err) = retry::sweep(&sweeper, &swept).await {
+                        warn!(error = %err, "job retry sweep failed; retrying");
                     }
                 }
             });
@@ -434,6 +450,10 @@ impl JobHost {
         self.loops.close();
         let _ = tokio::time::timeout(grace, self.loops.wait()).await;
     }
+}
+
+fn hosted_jobs(jobs: &[Job]) -> Vec<Arc<Job>> {
+    jobs.iter().cloned().map(Arc::new).collect()
 }
 
 impl Host for JobHost {

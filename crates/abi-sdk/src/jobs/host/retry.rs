@@ -11,19 +11,20 @@
 //!
 //! The record says who re-drives it: no `retry_owner`, JetStream (a Python
 //! host's nak); an instance id, that host, at `retry_at`; empty, any of our
-//! hosts. The upkeep of every host of ours takes over a retry whose owner
-//! let `retry_at` pass by an ack wait, a released one once due, and a
-//! re-driven attempt lost without heartbeats (attempts left), each claimed
-//! with a compare-and-swap. A Python host never receives such a trigger
+//! hosts. Every host of ours takes over a retry whose owner let `retry_at`
+//! pass by an ack wait, a released one once due (a sweep every ack wait),
+//! and a re-driven attempt lost without heartbeats, attempts left (the
+//! reaper), each claimed with a compare-and-swap. A Python host never receives such a trigger
 //! again; its reaper still fails the run once the trigger expired.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use abi_document_model::{Data, Datetime, Document, Value};
+use abi_document_model::{Data, Datetime, Document, FindQuery, Predicate, Value};
 use abi_wire::jobs as wire;
 use async_nats::jetstream::Message;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use futures::StreamExt as _;
 use tracing::{info, warn};
 
 use super::delivery::{self, Meta};
@@ -156,6 +157,33 @@ async fn expire(shared: &Shared, job: &Job, run_id: &str, doc: Document) {
     }
 }
 
+/// One sweep over `jobs`: takes over the retries of ours past their time
+/// (by an ack wait when another host owns them); returns how many.
+pub(super) async fn sweep(shared: &Arc<Shared>, jobs: &[Arc<Job>]) -> Result<usize, JobHostError> {
+    let due = iso_before(Datetime::now(), Duration::ZERO);
+    let mut taken = 0;
+    for job in jobs {
+        let query = FindQuery {
+            where_: vec![
+                Predicate::new("job", "eq", job.spec.name()),
+                Predicate::new("status", "eq", "RETRYING"),
+                Predicate::new(OWNER, "exists", Value::Bool(true)),
+                Predicate::new("retry_at", "lte", due.as_str()),
+            ],
+            ..FindQuery::default()
+        };
+        let documents = &shared.links.documents;
+        let mut found = std::pin::pin!(documents.find_all(&shared.collection, query));
+        while let Some(doc) = found.next().await {
+            // Lost RUNNING attempts are the reaper's: nothing is lost here.
+            if take_over(shared, job, &doc?, "").await? {
+                taken += 1;
+            }
+        }
+    }
+    Ok(taken)
+}
+
 /// `(now - after).isoformat()`.
 fn iso_before(now: Datetime, after: Duration) -> String {
     let micros = i64::try_from(after.as_micros()).unwrap_or(i64::MAX);
@@ -176,6 +204,10 @@ pub(super) async fn take_over(
     let Some(owner) = text(&doc.data, OWNER) else {
         return Ok(false);
     };
+    if shared.fetching.is_cancelled() {
+        // Stopping: a claimed retry would wait for yet another host.
+        return Ok(false);
+    }
     let me = shared.links.instance_id.as_str();
     let now = Datetime::now();
     let last_seen = text(&doc.data, "heartbeat_at")
