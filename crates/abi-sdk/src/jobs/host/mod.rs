@@ -57,6 +57,8 @@ pub struct JobHostOptions {
     /// `+WPI` and progress saves, this often (default 10 s).
     pub heartbeat_interval: Duration,
     /// The consumer's ack wait (default 30 s; every host of a job must agree).
+    /// Also how often the host looks for retries whose host stopped, and how
+    /// late such a retry is before it is taken over.
     pub ack_wait: Duration,
     /// How long one pull waits for triggers (default 1 s).
     pub fetch_expires: Duration,
