@@ -20,7 +20,7 @@ fn peer() -> std::path::PathBuf {
 }
 
 /// Runs `actions` with the reference's caller as `identity`; one JSON value each.
-async fn python_calls(setup: &Setup, identity: &str, actions: Value) -> Vec<Value> {
+pub(super) async fn python_calls(setup: &Setup, identity: &str, actions: Value) -> Vec<Value> {
     let key = abi_auth::module_key(SECRET, identity).unwrap();
     let output = tokio::time::timeout(
         DEADLINE,
@@ -51,6 +51,27 @@ async fn python_calls(setup: &Setup, identity: &str, actions: Value) -> Vec<Valu
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The reference's `AgentHost` serving [`MODULE`]'s `echo`, answers tagged `tag`.
+pub(super) async fn python_host(setup: &Setup, tag: &str) -> tokio::process::Child {
+    let key = abi_auth::module_key(SECRET, MODULE).unwrap();
+    let mut command = Command::new(python());
+    command
+        .arg(peer())
+        .args([
+            "serve",
+            &setup.world.nats.url(),
+            &key,
+            &setup.world.project,
+            MODULE,
+            tag,
+        ])
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(std::process::Stdio::null());
+    spawn_until_ready(command, "ready", DEADLINE)
+        .await
+        .expect("the reference host serves")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,23 +141,7 @@ async fn the_reference_caller_calls_our_host() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_caller_calls_the_reference_host() {
     let setup = Setup::start(20.0).await;
-    let key = abi_auth::module_key(SECRET, MODULE).unwrap();
-    let mut command = Command::new(python());
-    command
-        .arg(peer())
-        .args([
-            "serve",
-            &setup.world.nats.url(),
-            &key,
-            &setup.world.project,
-            MODULE,
-            "py",
-        ])
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(std::process::Stdio::null());
-    let mut host = spawn_until_ready(command, "ready", DEADLINE)
-        .await
-        .expect("the reference host serves");
+    let mut host = python_host(&setup, "py").await;
 
     let agent = setup.agent("caller", "echo").await;
     assert_eq!(

@@ -5,6 +5,7 @@ mod agents_busy;
 mod agents_fixture;
 mod agents_host;
 mod agents_interop;
+mod agents_mixed_fleet;
 mod agents_process;
 mod agents_reconcile;
 mod agents_replicas;
