@@ -168,3 +168,42 @@ async fn a_redriven_attempt_lost_with_its_host_is_retried_by_the_reaper() {
     second.close_now().await;
     setup.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redriven_attempt_handed_back_at_shutdown_runs_on_another_host() {
+    let setup = Setup::start().await;
+    let options = JobHostOptions {
+        ack_wait: Duration::from_secs(1),
+        backoff_base: Duration::from_millis(300),
+        handback_grace: Duration::from_millis(300),
+        ..fast()
+    };
+    let spec = || JobSpec::new("flaky").unwrap().max_attempts(3).unwrap();
+    let (first, first_calls) = setup.host(MODULE, "rust-1", spec(), options.clone()).await;
+    let job = setup.client(MODULE, "flaky");
+    // Fails its first attempt, then waits for the gate.
+    let run = job
+        .trigger(json!({"fail_attempts": 1, "gate": true}), None)
+        .await
+        .unwrap();
+    wait_until(DEADLINE, || async {
+        let record = run.status().await.unwrap();
+        (record.status.as_str(), record.attempt) == ("RUNNING", 2)
+    })
+    .await
+    .expect("its host re-drives the retry");
+    first.close_now().await;
+    let record = run.status().await.unwrap();
+    assert_eq!((record.status.as_str(), record.attempt), ("RETRYING", 1));
+
+    let (second, second_calls) = setup.host(MODULE, "rust-2", spec(), options).await;
+    wait_until(DEADLINE, || async { second_calls.count() == 1 })
+        .await
+        .expect("the other host takes the handed-back attempt");
+    second_calls.release.notify_one();
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!((record.status.as_str(), record.attempt), ("SUCCEEDED", 2));
+    assert_eq!((first_calls.count(), second_calls.count()), (2, 1));
+    second.close_now().await;
+    setup.stop().await;
+}
