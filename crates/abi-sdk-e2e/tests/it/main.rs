@@ -2,6 +2,7 @@
 //! one per file): each former `tests/<name>.rs` is the module `<name>` here.
 
 mod agents_busy;
+mod agents_differential;
 mod agents_fixture;
 mod agents_host;
 mod agents_interop;
