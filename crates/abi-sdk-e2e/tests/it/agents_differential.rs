@@ -17,6 +17,10 @@ use async_nats::HeaderMap;
 use super::agents_fixture::{DEADLINE, Provider, Setup, options, ready};
 use super::agents_interop::python_host;
 
+/// A case: its name, the operation, the caller (none: no token), whether
+/// the overflow header is set, and the body.
+type Case<'a> = (&'a str, Operation, Option<&'a str>, bool, Vec<u8>);
+
 fn token(identity: &str, instance: &str) -> String {
     let key = abi_auth::module_key(SECRET, identity).unwrap();
     abi_auth::issue_module_token(
@@ -128,7 +132,7 @@ async fn refusals_match_the_reference_case_by_case() {
     let thread = agent.thread_id();
 
     let caller = Some("caller");
-    let cases: Vec<(&str, Operation, Option<&str>, bool, Vec<u8>)> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (
             "oversized",
             Operation::Submit,
