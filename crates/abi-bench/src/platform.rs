@@ -46,6 +46,7 @@ pub struct Platform {
     discovery: Service,
     documents: Service,
     documents_pid: u32,
+    discovery_pid: u32,
     nats_pid: Option<u32>,
     ticks: f64,
     _scratch: tempfile::TempDir,
@@ -56,6 +57,8 @@ pub struct Platform {
 pub struct SharedCpu {
     /// `abi-documents`.
     pub documents: Option<f64>,
+    /// `abi-discovery`.
+    pub discovery: Option<f64>,
     /// nats-server.
     pub nats: Option<f64>,
 }
@@ -96,6 +99,7 @@ impl Platform {
         })
         .await?;
         let discovery = Service::ready(child, pid)?;
+        let discovery_pid = pid;
 
         let path = scratch.path().join("runs.sqlite");
         eprintln!("starting {} on {}", documents_bin.display(), path.display());
@@ -127,6 +131,7 @@ impl Platform {
             discovery,
             documents,
             documents_pid: pid,
+            discovery_pid,
             nats_pid,
             ticks: measure::ticks_per_second(),
             _scratch: scratch,
@@ -138,6 +143,7 @@ impl Platform {
         let read = |pid: u32| measure::cpu_seconds(pid, self.ticks).ok();
         SharedCpu {
             documents: read(self.documents_pid),
+            discovery: read(self.discovery_pid),
             nats: self.nats_pid.and_then(read),
         }
     }
@@ -172,6 +178,11 @@ impl CpuSplit {
             shared: platform.cpu(),
             caller: measure::cpu_seconds(std::process::id(), ticks).ok(),
         }
+    }
+
+    /// Microseconds of CPU `abi-discovery` spent per run since `before`.
+    pub fn discovery_per_run_since(&self, before: &Self, runs: u64) -> Option<f64> {
+        Some((self.shared.discovery? - before.shared.discovery?) * 1e6 / runs.max(1) as f64)
     }
 
     /// Microseconds of CPU per run since `before`: host, abi-documents,

@@ -22,6 +22,8 @@
 //! every agent caller has its own conversation (thread id) and every invoke
 //! a fresh invocation id, so the conversation claim never serializes them.
 
+mod calls;
+mod phases;
 mod report;
 mod serve;
 mod workload;
@@ -29,15 +31,12 @@ mod workload;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use abi_sdk::agents::{AgentClient, AgentError};
-use abi_sdk::models::{ChatMessage, ChatModel};
-use abi_sdk::{CallError, DiscoveryClient, TokenSource};
+use abi_sdk::{DiscoveryClient, TokenSource};
 use anyhow::Context as _;
 
-use crate::platform::{self, CpuSplit, Platform};
-use crate::service::{self, Service};
-use report::{Column, Phase};
-use workload::{Code, Measured};
+use crate::platform::{self, Platform};
+use crate::service;
+use report::Column;
 
 /// The project every target serves in (the nats-server is the bench's own).
 const PROJECT: &str = "bench";
@@ -181,27 +180,27 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     let mut raw = Column::new("raw request-reply floor");
     let svc = serve::spawn_rust("raw", &platform.url()).await?;
     let before = platform.cpu();
-    raw.raw = Some(raw_phase(&platform, &svc, &nats, args).await);
-    finish(&platform, svc, before, &mut raw).await;
+    raw.raw = Some(phases::raw(&platform, &svc, &nats, args).await);
+    phases::finish(&platform, svc, before, &mut raw).await;
 
     let mut ours = Column::new("ours (Rust ModelHost, AgentHost)");
     let svc = serve::spawn_rust("ours", &platform.url()).await?;
-    host_phases(&platform, svc, &caller, serve::OURS_MODULE, args, &mut ours).await?;
+    let target = phases::Target {
+        platform: &platform,
+        nats: &nats,
+        caller: &caller,
+        args,
+    };
+    target.host(svc, serve::OURS_MODULE, &mut ours).await?;
 
     let mut reference = Column::new("reference (Python ModelHost, AgentHost)");
     if args.skip_reference {
         reference.skipped = Some("--skip-reference".to_owned());
     } else {
         let svc = serve::spawn_reference(&python, &script, &platform.url()).await?;
-        host_phases(
-            &platform,
-            svc,
-            &caller,
-            serve::REFERENCE_MODULE,
-            args,
-            &mut reference,
-        )
-        .await?;
+        target
+            .host(svc, serve::REFERENCE_MODULE, &mut reference)
+            .await?;
     }
 
     let load_after = platform::load_average();
@@ -226,192 +225,4 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         "{notes}\n\n{}\n{verdicts}",
         report::table(&columns, callers)
     ))
-}
-
-/// Records the CPU the target and the shared services spent since
-/// `before`, and the target's usage, then stops the target.
-async fn finish(
-    platform: &Platform,
-    svc: Service,
-    before: platform::SharedCpu,
-    column: &mut Column,
-) {
-    let after = platform.cpu();
-    let spent = |a: Option<f64>, b: Option<f64>| Some(b? - a?);
-    column.documents_cpu = spent(before.documents, after.documents);
-    column.nats_cpu = spent(before.nats, after.nats);
-    match svc.usage() {
-        Ok(usage) => column.usage = Some(usage),
-        Err(error) => eprintln!("  {}: no CPU/RSS: {error:#}", column.name),
-    }
-    svc.stop().await;
-}
-
-/// The raw floor: request-reply round trips one at a time, then with the
-/// concurrent callers.
-async fn raw_phase(
-    platform: &Platform,
-    svc: &Service,
-    nats: &async_nats::Client,
-    args: &Args,
-) -> Phase {
-    let call = |_k: usize| async move {
-        match tokio::time::timeout(CALL_TIMEOUT, nats.request(RAW_SUBJECT, TEXT.into())).await {
-            Ok(Ok(reply)) if reply.payload.as_ref() == TEXT.as_bytes() => Ok(()),
-            Ok(Ok(_)) => Err("WRONG_ANSWER".to_owned()),
-            Ok(Err(error)) => Err(format!("{:?}", error.kind())),
-            Err(_) => Err("CALL_TIMEOUT".to_owned()),
-        }
-    };
-    let mut measured = Measured::default();
-    let name = "raw request-reply";
-    eprintln!("{name}: one at a time x{}", args.iters());
-    workload::latency(name, args.iters(), &mut measured, call).await;
-    eprintln!("{name}: {} callers", args.callers());
-    let before = CpuSplit::now(platform, svc);
-    workload::throughput(
-        name,
-        args.callers(),
-        args.duration(),
-        &mut measured,
-        |_, k| call(k),
-    )
-    .await;
-    let cpu_per_call = CpuSplit::now(platform, svc).per_run_since(&before, measured.succeeded);
-    report_rate(name, &measured);
-    Phase {
-        measured,
-        cpu_per_call,
-    }
-}
-
-/// A host target: waits until it answers both kinds of call, then measures
-/// chats, then agent invokes, then stops it.
-async fn host_phases(
-    platform: &Platform,
-    svc: Service,
-    caller: &DiscoveryClient,
-    module: &str,
-    args: &Args,
-    column: &mut Column,
-) -> anyhow::Result<()> {
-    let proxy = caller.module(module, 1);
-    let model = proxy.chat_model(MODEL).timeout(CALL_TIMEOUT);
-    let agent = proxy.agent_client(AGENT);
-    wait_serving(&model, &agent)
-        .await
-        .with_context(|| format!("{} never answered", column.name))?;
-    let before = platform.cpu();
-
-    let name = column.name;
-    eprintln!("{name}: chat one at a time x{}", args.iters());
-    let mut measured = Measured::default();
-    let chat = |model: &ChatModel| {
-        let model = model.clone();
-        async move { chat_once(&model).await }
-    };
-    workload::latency("chat", args.iters(), &mut measured, |_| chat(&model)).await;
-    eprintln!("{name}: chat with {} callers", args.callers());
-    let split = CpuSplit::now(platform, &svc);
-    workload::throughput(
-        "chat",
-        args.callers(),
-        args.duration(),
-        &mut measured,
-        |_, _| chat(&model),
-    )
-    .await;
-    let cpu_per_call = CpuSplit::now(platform, &svc).per_run_since(&split, measured.succeeded);
-    report_rate("chat", &measured);
-    column.chat = Some(Phase {
-        measured,
-        cpu_per_call,
-    });
-
-    eprintln!("{name}: agent invoke one at a time x{}", args.iters());
-    let mut measured = Measured::default();
-    workload::latency("agent", args.iters(), &mut measured, |_| {
-        invoke_once(&agent)
-    })
-    .await;
-    // One client per caller: each has its own conversation.
-    let agents: Vec<AgentClient> = (0..args.callers())
-        .map(|_| proxy.agent_client(AGENT))
-        .collect();
-    eprintln!("{name}: agent invoke with {} callers", args.callers());
-    let split = CpuSplit::now(platform, &svc);
-    workload::throughput(
-        "agent",
-        args.callers(),
-        args.duration(),
-        &mut measured,
-        |c, _| invoke_once(&agents[c]),
-    )
-    .await;
-    let cpu_per_call = CpuSplit::now(platform, &svc).per_run_since(&split, measured.succeeded);
-    report_rate("agent", &measured);
-    column.agent = Some(Phase {
-        measured,
-        cpu_per_call,
-    });
-
-    finish(platform, svc, before, column).await;
-    Ok(())
-}
-
-/// Polls one chat and one agent invoke until both succeed (the module may
-/// print `ready` before discovery lists it READY), bounded.
-async fn wait_serving(model: &ChatModel, agent: &AgentClient) -> anyhow::Result<()> {
-    let start = Instant::now();
-    loop {
-        let chat = chat_once(model).await;
-        let invoke = match chat {
-            Ok(()) => invoke_once(agent).await,
-            Err(code) => Err(code),
-        };
-        match invoke {
-            Ok(()) => return Ok(()),
-            Err(code) if start.elapsed() > SERVING_TIMEOUT => {
-                anyhow::bail!("last failure {code} after {SERVING_TIMEOUT:?}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-}
-
-/// One chat of the echo model: its answer must be the message sent.
-async fn chat_once(model: &ChatModel) -> Result<(), Code> {
-    match model.invoke([ChatMessage::human(TEXT)]).await {
-        Ok(answer) if answer.content_text() == TEXT => Ok(()),
-        Ok(_) => Err("WRONG_ANSWER".to_owned()),
-        Err(error) => Err(call_code(&error)),
-    }
-}
-
-/// One invoke of the echo agent (submit to result), with a fresh
-/// invocation id: its result must be the prompt.
-async fn invoke_once(agent: &AgentClient) -> Result<(), Code> {
-    match agent.invoke(TEXT, Some(CALL_TIMEOUT)).await {
-        Ok(result) if result == TEXT => Ok(()),
-        Ok(_) => Err("WRONG_ANSWER".to_owned()),
-        Err(error) => Err(agent_code(&error)),
-    }
-}
-
-fn call_code(error: &CallError) -> Code {
-    error
-        .code()
-        .map_or_else(|| error.kind().to_string(), str::to_owned)
-}
-
-fn agent_code(error: &AgentError) -> Code {
-    error
-        .code()
-        .map_or_else(|| error.kind().to_string(), str::to_owned)
-}
-
-fn report_rate(what: &str, measured: &Measured) {
-    if let Some(rate) = measured.rate {
-        eprintln!("  {what}: {rate:.0}/s ({} succeeded)", measured.succeeded);
-    }
 }

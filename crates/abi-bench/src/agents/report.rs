@@ -22,9 +22,12 @@ pub const AGENT_THROUGHPUT_TARGET_RATIO: f64 = 10.0;
 pub struct Phase {
     /// Latency, throughput and failures.
     pub measured: Measured,
-    /// CPU microseconds per call: host, abi-documents, nats-server, the
-    /// bench's callers.
-    pub cpu_per_call: Option<[f64; 4]>,
+    /// CPU microseconds per call: host, abi-documents, abi-discovery,
+    /// nats-server, the bench's callers.
+    pub cpu_per_call: Option<[f64; 5]>,
+    /// Requests to the document service and discovery per call, by
+    /// operation (a counted pass, one call at a time).
+    pub calls: Option<super::calls::PerCall>,
 }
 
 /// What one target measured. Cells it does not measure stay empty ("—").
@@ -42,6 +45,8 @@ pub struct Column {
     pub usage: Option<Usage>,
     /// CPU seconds `abi-documents` used while this target was measured.
     pub documents_cpu: Option<f64>,
+    /// CPU seconds `abi-discovery` used while this target was measured.
+    pub discovery_cpu: Option<f64>,
     /// CPU seconds nats-server used while this target was measured.
     pub nats_cpu: Option<f64>,
     /// Why the target was not run; its cells then say "skipped".
@@ -124,14 +129,23 @@ pub fn table(columns: &[Column], callers: usize) -> String {
     for (kind, _, pick) in kinds {
         row(
             &format!(
-                "CPU per call, {kind} at {callers} callers: host / abi-documents / nats-server / bench callers (µs)"
+                "CPU per call, {kind} at {callers} callers: host / abi-documents / abi-discovery / nats-server / bench callers (µs)"
             ),
             &|c| {
                 pick(c)
                     .as_ref()?
                     .cpu_per_call
-                    .map(|[h, d, n, b]| format!("{h:.0} / {d:.0} / {n:.0} / {b:.0}"))
+                    .map(|[h, d, s, n, b]| format!("{h:.0} / {d:.0} / {s:.0} / {n:.0} / {b:.0}"))
             },
+        );
+    }
+    for (kind, _, pick) in &kinds[1..] {
+        row(
+            &format!(
+                "service requests per call, {kind}, one at a time ({} calls counted)",
+                super::calls::COUNTED_CALLS
+            ),
+            &|c| pick(c).as_ref()?.calls.as_ref().map(super::calls::describe),
         );
     }
     row("host process CPU while measured (s)", &|c| {
@@ -142,6 +156,9 @@ pub fn table(columns: &[Column], callers: usize) -> String {
     });
     row("abi-documents CPU while measured (s)", &|c| {
         c.documents_cpu.map(|s| format!("{s:.2}"))
+    });
+    row("abi-discovery CPU while measured (s)", &|c| {
+        c.discovery_cpu.map(|s| format!("{s:.2}"))
     });
     row("nats-server CPU while measured (s)", &|c| {
         c.nats_cpu.map(|s| format!("{s:.2}"))

@@ -80,8 +80,8 @@ fn smoke_run_measures_every_call_kind_on_every_target() {
                 );
                 let parts: Vec<&str> = cpu[i].split(" / ").collect();
                 assert!(
-                    parts.len() == 4 && parts.iter().all(|p| is_number(p)),
-                    "four processes' CPU per call: {cpu:?}"
+                    parts.len() == 5 && parts.iter().all(|p| is_number(p)),
+                    "five processes' CPU per call: {cpu:?}"
                 );
             } else {
                 for r in [latency, rate, cpu] {
@@ -94,14 +94,30 @@ fn smoke_run_measures_every_call_kind_on_every_target() {
         "host process CPU",
         "host process peak RSS",
         "abi-documents CPU",
+        "abi-discovery CPU",
         "nats-server CPU",
     ] {
         let r = row(label);
         assert!(r[1..].iter().all(|c| is_number(c)), "{label}: {r:?}");
     }
+    // Both hosts keep the reference's records: the same document calls per
+    // invoke; a chat makes none.
+    let requests = row("service requests per call, agent invoke");
+    assert!(requests[1] == "—", "{requests:?}");
+    for cell in &requests[2..] {
+        assert!(
+            cell.starts_with("documents ") && cell.contains("put ") && cell.contains("; discovery"),
+            "documents and discovery requests per invoke: {requests:?}"
+        );
+    }
+    let requests = row("service requests per call, chat invoke");
+    assert!(
+        requests[2..].iter().all(|c| c.starts_with("documents 0;")),
+        "a chat touches no document: {requests:?}"
+    );
     let failed = row("failed calls by code");
     assert_eq!(&failed[1..], ["0", "0", "0"], "every call succeeded");
-    assert_eq!(rows.len(), 14, "no other rows:\n{stdout}");
+    assert_eq!(rows.len(), 17, "no other rows:\n{stdout}");
 
     let verdicts: Vec<Vec<String>> = lines[split..].iter().map(|l| cells(l)).collect();
     assert_eq!(verdicts[0], ["target", "measured", "verdict"]);
