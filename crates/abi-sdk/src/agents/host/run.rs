@@ -227,7 +227,9 @@ pub(crate) fn spawn(shared: &Arc<Shared>, run: Arc<Run>, start: Start) {
     // deadline bounds it; without one, inactivity does.
     if streamed || start.deadline_secs == 0 {
         let (s, r) = (shared.clone(), run.clone());
-        shared.executing.spawn(async move { watch_progress(&s, &r).await });
+        shared
+            .executing
+            .spawn(async move { watch_progress(&s, &r).await });
     }
     if start.deadline_secs > 0 {
         let (s, r) = (shared.clone(), run.clone());
