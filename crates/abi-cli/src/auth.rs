@@ -99,6 +99,44 @@ pub fn token_source(global: &Global, env: Env<'_>) -> Result<TokenSource, Failur
     ))
 }
 
+/// A signer of instance-bound tokens with the project secret, for calls to
+/// agents and models, when abictl has neither an issued token nor a module
+/// key (the SDK binds those itself); `None` otherwise or without a secret.
+/// It signs a service token for `--as` (default `api`) bound to the
+/// instance called.
+///
+/// # Errors
+///
+/// The secret file cannot be read.
+pub fn bound_signer(
+    global: &Global,
+    env: Env<'_>,
+) -> Result<Option<abi_sdk::models::BoundSigner>, Failure> {
+    let key_or_token = ["ABI_SERVICE_TOKEN", "ABI_MODULE_KEY"]
+        .iter()
+        .any(|k| env(k).is_some_and(|v| !v.trim().is_empty()));
+    let Some(secret) = secret(global, env)?.filter(|_| !key_or_token) else {
+        return Ok(None);
+    };
+    let identity = global
+        .identity
+        .clone()
+        .unwrap_or_else(|| DEFAULT_IDENTITY.to_owned());
+    Ok(Some(std::sync::Arc::new(move |audience: &str| {
+        abi_auth::issue_service_token(
+            &identity,
+            &secret,
+            abi_auth::BOUND_TTL,
+            SystemTime::now(),
+            Some(audience),
+        )
+        .map_err(|e| {
+            abi_sdk::CallError::new(abi_sdk::CallErrorKind::Token, "cannot sign a bound token")
+                .with_source(e)
+        })
+    })))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

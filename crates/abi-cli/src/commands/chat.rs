@@ -7,16 +7,13 @@
 //! abictl signs a service token bound to that instance for `--as` (default
 //! `api`). An issued `ABI_SERVICE_TOKEN` cannot be bound.
 
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use abi_sdk::CallError;
 use abi_sdk::models::{ChatMessage, Json};
 use serde_json::json;
 
 use super::Ctx;
 use crate::auth;
-use crate::cli::DEFAULT_IDENTITY;
 use crate::connect;
 use crate::error::Failure;
 use crate::output::print_json;
@@ -56,28 +53,8 @@ pub async fn run(cx: Ctx<'_>, args: ChatArgs<'_>) -> anyhow::Result<()> {
         .module(args.module, args.major)
         .chat_model(args.model)
         .timeout(Duration::from_secs(cx.global.timeout_secs.max(1)));
-    let key_or_token = ["ABI_SERVICE_TOKEN", "ABI_MODULE_KEY"]
-        .iter()
-        .any(|k| (cx.env)(k).is_some_and(|v| !v.trim().is_empty()));
-    if !key_or_token && let Some(secret) = auth::secret(cx.global, cx.env)? {
-        let identity = cx
-            .global
-            .identity
-            .clone()
-            .unwrap_or_else(|| DEFAULT_IDENTITY.to_owned());
-        model = model.bound_tokens(Arc::new(move |audience: &str| {
-            abi_auth::issue_service_token(
-                &identity,
-                &secret,
-                abi_auth::BOUND_TTL,
-                SystemTime::now(),
-                Some(audience),
-            )
-            .map_err(|e| {
-                CallError::new(abi_sdk::CallErrorKind::Token, "cannot sign a bound token")
-                    .with_source(e)
-            })
-        }));
+    if let Some(signer) = auth::bound_signer(cx.global, cx.env)? {
+        model = model.bound_tokens(signer);
     }
     let mut messages = Vec::new();
     if let Some(system) = args.system {

@@ -8,16 +8,14 @@
 //! secret abictl signs service tokens bound to that instance for `--as`
 //! (default `api`). An issued `ABI_SERVICE_TOKEN` cannot be bound.
 
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use abi_sdk::CallErrorKind;
 use abi_sdk::agents::{AgentClient, AgentErrorKind, SubmitOptions};
-use abi_sdk::{CallError, CallErrorKind};
 use serde_json::json;
 
 use super::Ctx;
 use crate::auth;
-use crate::cli::DEFAULT_IDENTITY;
 use crate::connect;
 use crate::error::{EXIT_SERVICE, EXIT_UNREACHABLE, EXIT_WAIT_TIMEOUT, Failure};
 
@@ -93,29 +91,10 @@ pub async fn run(cx: Ctx<'_>, args: InvokeArgs<'_>) -> anyhow::Result<()> {
 /// The client, signing its bound tokens with the project secret when
 /// abictl has neither a token nor a module key.
 fn signed(cx: Ctx<'_>, agent: AgentClient) -> Result<AgentClient, Failure> {
-    let key_or_token = ["ABI_SERVICE_TOKEN", "ABI_MODULE_KEY"]
-        .iter()
-        .any(|k| (cx.env)(k).is_some_and(|v| !v.trim().is_empty()));
-    let Some(secret) = auth::secret(cx.global, cx.env)?.filter(|_| !key_or_token) else {
-        return Ok(agent);
-    };
-    let identity = cx
-        .global
-        .identity
-        .clone()
-        .unwrap_or_else(|| DEFAULT_IDENTITY.to_owned());
-    Ok(agent.bound_tokens(Arc::new(move |audience: &str| {
-        abi_auth::issue_service_token(
-            &identity,
-            &secret,
-            abi_auth::BOUND_TTL,
-            SystemTime::now(),
-            Some(audience),
-        )
-        .map_err(|e| {
-            CallError::new(CallErrorKind::Token, "cannot sign a bound token").with_source(e)
-        })
-    })))
+    Ok(match auth::bound_signer(cx.global, cx.env)? {
+        Some(signer) => agent.bound_tokens(signer),
+        None => agent,
+    })
 }
 
 fn failure(e: abi_sdk::agents::AgentError) -> anyhow::Error {

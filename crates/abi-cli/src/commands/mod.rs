@@ -175,6 +175,46 @@ pub async fn list_all(client: &abi_sdk::DiscoveryClient) -> anyhow::Result<Vec<p
     Ok(all)
 }
 
+/// Declared items by (module, contract major, name): the item and the
+/// `(instance id, status)` of each instance declaring it.
+pub type Declared<T> =
+    std::collections::BTreeMap<(String, u32, String), (T, Vec<(String, String)>)>;
+
+/// What live instances declare (their agents, models, ...), grouped by
+/// module, contract major and name, each with the `(instance id, status)`
+/// of the instances declaring it; only `module`'s when given.
+pub fn declared<T: Clone>(
+    instances: &[pb::Instance],
+    module: Option<&str>,
+    items: impl Fn(&pb::ModuleDescriptor) -> &[T],
+    name: impl Fn(&T) -> &str,
+) -> Declared<T> {
+    let mut found = std::collections::BTreeMap::new();
+    for instance in instances {
+        let id = module_of(instance);
+        if module.is_some_and(|m| m != id) {
+            continue;
+        }
+        for item in instance.descriptor.iter().flat_map(&items) {
+            found
+                .entry((id.to_owned(), major_of(instance), name(item).to_owned()))
+                .or_insert_with(|| (item.clone(), Vec::new()))
+                .1
+                .push((instance.instance_id.clone(), instance.status.clone()));
+        }
+    }
+    found
+}
+
+/// The instances of a [`declared`] item as `id (STATUS), ...`.
+pub fn instance_list(instances: &[(String, String)]) -> String {
+    instances
+        .iter()
+        .map(|(id, status)| format!("{id} ({status})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// How good a status is, for "best status" (higher is better).
 pub fn rank(status: &str) -> u8 {
     match status {
