@@ -2,8 +2,8 @@
 //! messages; live runs and runs JetStream can still redeliver are left alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use abi_sdk::documents::{Data, Datetime, Value};
-use abi_sdk::jobs::JobSpec;
+use abi_sdk::documents::{CollectionSpec, Data, Datetime, FieldSpec, Value};
+use abi_sdk::jobs::{JobContext, JobHost, JobResult, JobSpec};
 use abi_wire::jobs;
 use serde_json::json;
 
@@ -45,11 +45,22 @@ async fn lost_runs_are_failed_and_the_others_left_alone() {
         job.trigger(json!({}), None).await.unwrap(),
     ];
     let seq = |i: usize| jobs::parse_run_id(kept[i].run_id()).unwrap().1;
-    let (host, _) = setup
-        .host(MODULE, "rust-1", JobSpec::new("ingest").unwrap(), fast())
-        .await;
+    // Bound, not serving: nothing delivers those triggers (a delivery would
+    // race the records written below) and no upkeep runs on its own.
+    let host = JobHost::new(MODULE).options(fast()).job(
+        JobSpec::new("ingest").unwrap(),
+        |_cx: JobContext| -> futures::future::BoxFuture<'static, JobResult> {
+            Box::pin(async { Ok(json!(null)) })
+        },
+    );
+    host.bind(setup.links(MODULE, "rust-1"));
     let docs = setup.links(MODULE, "x").documents;
     let collection = jobs::runs_collection(&setup.project);
+    let mut spec = CollectionSpec::new(collection.clone());
+    for field in ["job", "status", "finished_at"] {
+        spec = spec.field(FieldSpec::new(field, "string").indexed());
+    }
+    docs.ensure_collection(spec).await.unwrap();
     let old = ago(600);
     let cases = [
         (

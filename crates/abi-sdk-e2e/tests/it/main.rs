@@ -31,6 +31,7 @@ mod jobs_mixed_fleet;
 mod jobs_process;
 mod jobs_reaper;
 mod jobs_reconnect;
+mod jobs_record_calls;
 mod jobs_retention;
 mod jobs_rollout;
 mod jobs_schedules;

@@ -1,5 +1,6 @@
 //! One delivery of one trigger, the reference's `_handle_delivery`: read
-//! the run record, decide the attempt, record RUNNING, run the handler with
+//! the run record (a first delivery assumes there is none, see
+//! [`Prior::LikelyAbsent`]), decide the attempt, record RUNNING, run the handler with
 //! `+WPI` heartbeats, a timeout and cancels, record the outcome, then ack,
 //! nak with a backoff, or term. Two departures: a record taken over by
 //! another attempt is never written (fencing), and a run stopped by the
@@ -14,7 +15,7 @@ use abi_document_model::{Data, Document, Value};
 use abi_wire::jobs as wire;
 use async_nats::jetstream::Message;
 use bytes::Bytes;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::record::{self, Fence, Saved};
 use super::supervise::{Outcome, supervise};
@@ -110,6 +111,31 @@ pub(super) struct Meta {
     pub(super) stored_nanos: i128,
 }
 
+/// What a delivery knows of its run record before it starts.
+#[derive(Debug)]
+pub(super) enum Prior {
+    /// Nothing: the record is read first.
+    Unknown,
+    /// A first delivery: there is most likely no record yet, so the RUNNING
+    /// one is created without a read (create-only). One that exists after
+    /// all (a run cancelled while queued, a record of an expired-trigger
+    /// caller or of an older trigger from a recreated stream) makes the
+    /// create a `VERSION_CONFLICT`: the record is read and the delivery
+    /// decided again.
+    LikelyAbsent,
+    /// Read just before (a re-driven retry); a record changed since makes
+    /// the start a `VERSION_CONFLICT`, and the delivery is decided again.
+    Read(Document),
+}
+
+/// How far [`run_attempt`] went.
+enum Step {
+    /// The delivery was handled to its end.
+    Done,
+    /// What was assumed of the record did not hold: read it and decide again.
+    Reread,
+}
+
 /// Handles one delivery to its end (ack, nak or term).
 pub(super) async fn handle(shared: &Arc<Shared>, job: &Arc<Job>, msg: Message) {
     let Ok(info) = msg.info() else {
@@ -121,12 +147,23 @@ pub(super) async fn handle(shared: &Arc<Shared>, job: &Arc<Job>, msg: Message) {
         delivered: info.delivered.max(1).unsigned_abs(),
         stored_nanos: info.published.unix_timestamp_nanos(),
     };
-    handle_at(shared, job, msg, meta).await;
+    let prior = if info.delivered == 1 {
+        Prior::LikelyAbsent
+    } else {
+        Prior::Unknown
+    };
+    handle_at(shared, job, msg, meta, prior).await;
 }
 
 /// Handles a trigger to its end; `msg` without a reply is a retry this
 /// host re-drives (`retry.rs`): nothing to acknowledge.
-pub(super) async fn handle_at(shared: &Arc<Shared>, job: &Arc<Job>, msg: Message, meta: Meta) {
+pub(super) async fn handle_at(
+    shared: &Arc<Shared>,
+    job: &Arc<Job>,
+    msg: Message,
+    meta: Meta,
+    mut prior: Prior,
+) {
     let Meta {
         sequence,
         delivered: delivery,
@@ -135,80 +172,121 @@ pub(super) async fn handle_at(shared: &Arc<Shared>, job: &Arc<Job>, msg: Message
     let run_id = wire::run_id(job.spec.name(), sequence);
     let fired = fired_at(stored_nanos);
     let delivery = u32::try_from(delivery.max(1)).unwrap_or(u32::MAX);
-    let existing = match record::get(shared, &run_id).await {
-        Ok(doc) => doc,
-        Err(err) => return defer(shared, job, &msg, &run_id, sequence, delivery, &err).await,
-    };
-    let replace = existing.as_ref().is_some_and(|doc| {
-        text(&doc.data, "fired_at")
-            .is_some_and(|recorded| !recorded.is_empty() && recorded != fired)
-    });
-    let attempt = match existing.as_ref().filter(|_| !replace) {
-        Some(doc) => {
-            let status = text(&doc.data, "status").unwrap_or_default();
-            if wire::TERMINAL_STATUSES.contains(&status.as_str()) {
-                return retire(shared, &msg, &status).await;
+    loop {
+        let (existing, assumed) = match prior {
+            Prior::Unknown => match record::get(shared, &run_id).await {
+                Ok(doc) => (doc, false),
+                Err(err) => {
+                    return defer(shared, job, &msg, &run_id, sequence, delivery, &err).await;
+                }
+            },
+            Prior::LikelyAbsent => (None, true),
+            Prior::Read(doc) => (Some(doc), true),
+        };
+        let replace = existing.as_ref().is_some_and(|doc| {
+            text(&doc.data, "fired_at")
+                .is_some_and(|recorded| !recorded.is_empty() && recorded != fired)
+        });
+        let attempt = match existing.as_ref().filter(|_| !replace) {
+            Some(doc) => {
+                let status = text(&doc.data, "status").unwrap_or_default();
+                if wire::TERMINAL_STATUSES.contains(&status.as_str()) {
+                    return retire(shared, &msg, &status).await;
+                }
+                let before = match doc.data.get("attempt") {
+                    Some(Value::Int(n)) => *n,
+                    _ => 0,
+                };
+                let attempt = before + 1;
+                if attempt > i64::from(job.spec.attempts()) {
+                    warn!(run_id = %run_id, delivery, "job run used its attempts; dropping the delivery");
+                    return reply(shared, &msg, wire::TERM).await;
+                }
+                attempt
             }
-            let before = match doc.data.get("attempt") {
-                Some(Value::Int(n)) => *n,
-                _ => 0,
-            };
-            let attempt = before + 1;
-            if attempt > i64::from(job.spec.attempts()) {
-                warn!(run_id = %run_id, delivery, "job run used its attempts; dropping the delivery");
-                return reply(shared, &msg, wire::TERM).await;
+            None => 1,
+        };
+        let start = Start {
+            existing: existing.as_ref(),
+            replace,
+            assumed,
+            attempt,
+        };
+        let step = run_attempt(
+            shared,
+            job,
+            &msg,
+            start,
+            &run_id,
+            &fired,
+            sequence,
+            stored_nanos,
+            delivery,
+        )
+        .await;
+        match step {
+            Step::Done => return,
+            Step::Reread => {
+                debug!(run_id = %run_id, "job run record not as assumed; reading it");
+                prior = Prior::Unknown;
             }
-            attempt
         }
-        None => 1,
-    };
-    run_attempt(
-        shared,
-        job,
-        msg,
-        existing.as_ref(),
-        replace,
-        attempt,
-        &run_id,
-        &fired,
-        sequence,
-        stored_nanos,
-        delivery,
-    )
-    .await;
+    }
+}
+
+/// How an attempt starts: over which record, as which attempt.
+struct Start<'a> {
+    /// The record read or assumed (`None`: none).
+    existing: Option<&'a Document>,
+    /// Whether an older trigger's record is replaced.
+    replace: bool,
+    /// Whether `existing` was assumed, not just read: a `VERSION_CONFLICT`
+    /// (or an unreadable payload) then reads the record and decides again.
+    assumed: bool,
+    attempt: i64,
 }
 
 #[allow(clippy::too_many_arguments)]
 async fn run_attempt(
     shared: &Arc<Shared>,
     job: &Arc<Job>,
-    msg: Message,
-    existing: Option<&Document>,
-    replace: bool,
-    attempt: i64,
+    msg: &Message,
+    start: Start<'_>,
     run_id: &str,
     fired: &str,
     sequence: u64,
     stored_nanos: i128,
     delivery: u32,
-) {
+) -> Step {
+    let Start {
+        existing,
+        replace,
+        assumed,
+        attempt,
+    } = start;
+    // A start refused on a record assumed, not read, is decided again.
+    let conflicted =
+        |err: &crate::CallError| assumed && err.kind() == crate::CallErrorKind::VersionConflict;
     let mut trigger = serde_json::Map::new();
     trigger.insert(
         "kind".into(),
-        header(&msg, wire::TRIGGER_HEADER)
+        header(msg, wire::TRIGGER_HEADER)
             .unwrap_or_else(|| "manual".into())
             .into(),
     );
-    if let Some(scheduler) = header(&msg, wire::SCHEDULER_HEADER) {
+    if let Some(scheduler) = header(msg, wire::SCHEDULER_HEADER) {
         trigger.insert("scheduler".into(), scheduler.into());
     }
     let trigger = serde_json::Value::Object(trigger);
-    let payload = match super::payload::read(shared, &msg).await {
+    let payload = match super::payload::read(shared, msg).await {
         Ok(payload) => payload,
+        // The record, had it been read, might retire the trigger unread.
+        Err(_) if assumed => return Step::Reread,
         Err(err) => {
             error!(run_id = %run_id, delivery, error = %err, "job payload unreadable; redelivering later");
             let delay = backoff(shared, delivery);
-            return later(shared, job, &msg, run_id, sequence, delay).await;
+            later(shared, job, msg, run_id, sequence, delay).await;
+            return Step::Done;
         }
     };
     let started_at = now_iso();
@@ -238,29 +316,44 @@ async fn run_attempt(
         match super::coalesce::overlapping(shared, job.spec.name(), run_id, fired).await {
             Ok(Some(other)) => {
                 let fields = super::coalesce::skipped(fields, attempt - 1, &other);
-                if let Err(err) = record::start(shared, run_id, existing, fields, replace).await {
-                    return defer(shared, job, &msg, run_id, sequence, delivery, &err).await;
+                match record::start(shared, run_id, existing, fields, replace).await {
+                    Ok(_) => {}
+                    Err(err) if conflicted(&err) => return Step::Reread,
+                    Err(err) => {
+                        defer(shared, job, msg, run_id, sequence, delivery, &err).await;
+                        return Step::Done;
+                    }
                 }
                 info!(run_id = %run_id, other = %other, "schedule tick coalesced into a run still going");
                 notify(shared, job, run_id, "SKIPPED").await;
-                return reply(shared, &msg, wire::ACK).await;
+                reply(shared, msg, wire::ACK).await;
+                return Step::Done;
             }
             Ok(None) => {}
-            Err(err) => return defer(shared, job, &msg, run_id, sequence, delivery, &err).await,
+            Err(err) => {
+                defer(shared, job, msg, run_id, sequence, delivery, &err).await;
+                return Step::Done;
+            }
         }
     }
-    if let Err(err) = record::start(shared, run_id, existing, fields, replace).await {
-        return defer(shared, job, &msg, run_id, sequence, delivery, &err).await;
-    }
-    let fence = Fence {
+    let kept = match record::start(shared, run_id, existing, fields, replace).await {
+        Ok(kept) => kept,
+        Err(err) if conflicted(&err) => return Step::Reread,
+        Err(err) => {
+            defer(shared, job, msg, run_id, sequence, delivery, &err).await;
+            return Step::Done;
+        }
+    };
+    let mut fence = Fence {
         attempt,
         instance: shared.links.instance_id.clone(),
         started_at,
+        kept,
     };
     let attempt_u32 = u32::try_from(attempt).unwrap_or(u32::MAX);
     let cx = JobContext::new(run_id, job.spec.name(), attempt_u32, trigger, payload);
     let control = shared.runs.add(run_id);
-    let outcome = supervise(shared, job, &msg, &cx, &control, run_id, &fence).await;
+    let outcome = supervise(shared, job, msg, &cx, &control, run_id, &mut fence).await;
     shared.runs.remove(run_id);
     cx.cancelled().cancel();
     match outcome {
@@ -279,8 +372,8 @@ async fn run_attempt(
                 // Re-driven here: released to any host's upkeep.
                 fields.insert(super::retry::OWNER.into(), "".into());
             }
-            match record::save(shared, run_id, &fields, &fence).await {
-                Ok(Saved::Written) => reply(shared, &msg, wire::NAK).await,
+            match record::save(shared, run_id, &fields, &mut fence).await {
+                Ok(Saved::Written) => reply(shared, msg, wire::NAK).await,
                 Ok(Saved::Fenced) => {}
                 // The record still shows this attempt RUNNING: the redelivery
                 // after the ack wait counts it (the reference's behaviour).
@@ -296,10 +389,10 @@ async fn run_attempt(
             finish(
                 shared,
                 job,
-                &msg,
+                msg,
                 &cx,
                 run_id,
-                &fence,
+                &mut fence,
                 attempt_u32,
                 sequence,
                 stored_nanos,
@@ -311,6 +404,7 @@ async fn run_attempt(
             .await;
         }
     }
+    Step::Done
 }
 
 pub(super) fn logs(cx: &JobContext) -> Value {
@@ -337,7 +431,7 @@ async fn finish(
     msg: &Message,
     cx: &JobContext,
     run_id: &str,
-    fence: &Fence,
+    fence: &mut Fence,
     attempt: u32,
     sequence: u64,
     stored_nanos: i128,

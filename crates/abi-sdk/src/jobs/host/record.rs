@@ -1,7 +1,12 @@
 //! Run records (`job_runs_*/<run_id>` in the module's namespace): every
-//! write is a compare-and-swap on the version just read, and fenced: a
-//! write for an attempt the record no longer shows (another host or a later
-//! attempt took the trigger over) is dropped, never merged.
+//! write is a compare-and-swap, and fenced: a write for an attempt the
+//! record no longer shows (another host or a later attempt took the trigger
+//! over) is dropped, never merged.
+//!
+//! An attempt keeps the record it last wrote ([`Fence::kept`]) and writes
+//! its next fields on that version without reading the record first: the
+//! version still matching means nobody else wrote since, so the fence holds.
+//! Only a `VERSION_CONFLICT` makes it read the record and check the fence.
 
 use abi_document_model::{CollectionSpec, Data, Document, FieldSpec, Value};
 
@@ -33,12 +38,14 @@ pub(super) async fn get(shared: &Shared, run_id: &str) -> Result<Option<Document
         .await
 }
 
-/// Which attempt a write belongs to.
+/// Which attempt a write belongs to, and the record it last wrote.
 #[derive(Debug, Clone)]
 pub(super) struct Fence {
     pub(super) attempt: i64,
     pub(super) instance: String,
     pub(super) started_at: String,
+    /// The record as this attempt last wrote it (its version and fields).
+    pub(super) kept: Document,
 }
 
 impl Fence {
@@ -61,14 +68,16 @@ pub(super) enum Saved {
 }
 
 /// Writes the RUNNING record of a new attempt over the version read
-/// (`existing`), or creates it; `replace` drops an older trigger's fields.
+/// (`existing`), or creates it (`if_version = 0`: a record that exists
+/// after all is a `VERSION_CONFLICT`); `replace` drops an older trigger's
+/// fields. Returns the record written.
 pub(super) async fn start(
     shared: &Shared,
     run_id: &str,
     existing: Option<&Document>,
     fields: Data,
     replace: bool,
-) -> Result<(), CallError> {
+) -> Result<Document, CallError> {
     let (mut data, if_version) = match existing {
         Some(doc) if !replace => (doc.data.clone(), doc.version),
         Some(doc) => (created(), doc.version),
@@ -80,7 +89,6 @@ pub(super) async fn start(
         .documents
         .put(&shared.collection, run_id, data, Some(if_version))
         .await
-        .map(drop)
 }
 
 fn created() -> Data {
@@ -92,14 +100,27 @@ fn created() -> Data {
     data
 }
 
-/// Merges `fields` into the record if `fence` still holds, compare-and-swap
-/// on the version read (three tries).
+/// Merges `fields` into the record if `fence` still holds: first on the
+/// version the attempt kept, then (on a `VERSION_CONFLICT`) on the version
+/// read, compare-and-swap, three tries. A write moves the kept version on.
 pub(super) async fn save(
     shared: &Shared,
     run_id: &str,
     fields: &Data,
-    fence: &Fence,
+    fence: &mut Fence,
 ) -> Result<Saved, CallError> {
+    // The kept record is this attempt's own RUNNING write; the check only
+    // guards against a save after the attempt's outcome was written.
+    if fence.holds(&fence.kept.data) {
+        match put_merged(shared, run_id, &fence.kept, fields).await {
+            Ok(doc) => {
+                fence.kept = doc;
+                return Ok(Saved::Written);
+            }
+            Err(e) if e.kind() == CallErrorKind::VersionConflict => {}
+            Err(e) => return Err(e),
+        }
+    }
     let mut last = None;
     for _ in 0..SAVE_TRIES {
         let Some(doc) = get(shared, run_id).await? else {
@@ -108,15 +129,11 @@ pub(super) async fn save(
         if !fence.holds(&doc.data) {
             return Ok(Saved::Fenced);
         }
-        let mut data = doc.data;
-        data.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
-        match shared
-            .links
-            .documents
-            .put(&shared.collection, run_id, data, Some(doc.version))
-            .await
-        {
-            Ok(_) => return Ok(Saved::Written),
+        match put_merged(shared, run_id, &doc, fields).await {
+            Ok(doc) => {
+                fence.kept = doc;
+                return Ok(Saved::Written);
+            }
             Err(e) if e.kind() == CallErrorKind::VersionConflict => last = Some(e),
             Err(e) => return Err(e),
         }
@@ -127,4 +144,20 @@ pub(super) async fn save(
             format!("Could not save job run {run_id}"),
         )
     }))
+}
+
+/// `fields` merged into `over`, written on its version.
+async fn put_merged(
+    shared: &Shared,
+    run_id: &str,
+    over: &Document,
+    fields: &Data,
+) -> Result<Document, CallError> {
+    let mut data = over.data.clone();
+    data.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
+    shared
+        .links
+        .documents
+        .put(&shared.collection, run_id, data, Some(over.version))
+        .await
 }

@@ -27,7 +27,7 @@ use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt as _;
 use tracing::{info, warn};
 
-use super::delivery::{self, Meta};
+use super::delivery::{self, Meta, Prior};
 use super::{Job, JobHostError, Shared, record};
 use crate::CallErrorKind;
 use crate::jobs::time::now_iso;
@@ -133,7 +133,7 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
         },
         context: shared.js.clone(),
     };
-    delivery::handle_at(shared, job, msg, meta).await;
+    delivery::handle_at(shared, job, msg, meta, Prior::Read(doc)).await;
 }
 
 /// The trigger left the stream before its retry: the run cannot go on.

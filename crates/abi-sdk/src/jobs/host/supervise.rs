@@ -46,7 +46,7 @@ pub(super) async fn supervise(
     cx: &JobContext,
     control: &Control,
     run_id: &str,
-    fence: &Fence,
+    fence: &mut Fence,
 ) -> Outcome {
     let mut work = tokio::spawn(job.handler.call(cx.clone()));
     let beat = shared.options.heartbeat_interval;

@@ -1,0 +1,183 @@
+//! How many document calls a run costs its host, counted on the wire (a
+//! plain subscription sees every request the document service answers):
+//! a first delivery creates its RUNNING record unread, and every later
+//! write of the attempt (progress, outcome) goes on the version it kept.
+//! Two calls per run, where reading before each write took four.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use abi_proto::Message as _;
+use abi_proto::document::v1 as pb;
+use abi_sdk::jobs::{JobHostOptions, JobSpec};
+use abi_test_support::wait_until;
+use abi_wire::documents::{Operation, operation};
+use abi_wire::jobs::JobSubjects;
+use futures::StreamExt as _;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::jobs_fixture::{DEADLINE, Setup, fast};
+
+const MODULE: &str = "acme.calls";
+/// A module whose host saves progress often.
+const BEATING: &str = "acme.beats";
+
+/// The host's reads and writes of run records, by run id.
+struct Snoop {
+    calls: watch::Receiver<Vec<(Operation, String)>>,
+}
+
+impl Snoop {
+    async fn start(nats: &async_nats::Client) -> Self {
+        let mut gets = nats.subscribe(operation(Operation::Get)).await.unwrap();
+        let mut puts = nats.subscribe(operation(Operation::Put)).await.unwrap();
+        nats.flush().await.unwrap();
+        let (tx, calls) = watch::channel(Vec::new());
+        tokio::spawn(async move {
+            loop {
+                let (op, namespace, id) = tokio::select! {
+                    Some(m) = gets.next() => {
+                        let r = pb::GetRequest::decode(m.payload).unwrap();
+                        (Operation::Get, r.namespace, r.id)
+                    }
+                    Some(m) = puts.next() => {
+                        let r = pb::PutRequest::decode(m.payload).unwrap();
+                        (Operation::Put, r.namespace, r.id)
+                    }
+                    else => break,
+                };
+                tx.send_modify(|calls| calls.push((op, format!("{namespace}/{id}"))));
+            }
+        });
+        Self { calls }
+    }
+
+    /// `(gets, puts)` of the record of `module`'s `run_id` so far.
+    fn count(&self, module: &str, run_id: &str) -> (usize, usize) {
+        let key = format!("{module}/{run_id}");
+        let calls = self.calls.borrow();
+        let of = |op| calls.iter().filter(|(o, k)| *o == op && *k == key).count();
+        (of(Operation::Get), of(Operation::Put))
+    }
+}
+
+/// Waits for `run_id`'s completion notice (published once its outcome is
+/// stored), without reading the record (that read would be counted).
+async fn finished(done: &mut async_nats::Subscriber, run_id: &str) -> String {
+    let quoted = format!("\"{run_id}\"");
+    loop {
+        let notice = tokio::time::timeout(DEADLINE, done.next())
+            .await
+            .expect("a completion notice in time")
+            .unwrap();
+        let text = String::from_utf8(notice.payload.to_vec()).unwrap();
+        if text.contains(&quoted) {
+            return text;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_costs_two_record_calls_and_progress_moves_the_kept_version() {
+    let setup = Setup::start().await;
+    let (host, _) = setup
+        .host(
+            MODULE,
+            "rust-1",
+            JobSpec::new("ingest").unwrap().max_attempts(2).unwrap(),
+            fast(),
+        )
+        .await;
+    let beating = JobHostOptions {
+        heartbeat_interval: Duration::from_millis(200),
+        ..fast()
+    };
+    let (beating_host, calls) = setup
+        .host(BEATING, "rust-2", JobSpec::new("ingest").unwrap(), beating)
+        .await;
+    let snoop = Snoop::start(&setup.nats).await;
+    let mut done = setup
+        .nats
+        .subscribe(JobSubjects::new(&setup.project, MODULE, "ingest").done())
+        .await
+        .unwrap();
+    let mut beating_done = setup
+        .nats
+        .subscribe(JobSubjects::new(&setup.project, BEATING, "ingest").done())
+        .await
+        .unwrap();
+    setup.nats.flush().await.unwrap();
+    let job = setup.client(MODULE, "ingest");
+
+    // A plain run: create RUNNING, write the outcome on its version.
+    let plain = job.trigger(json!({}), None).await.unwrap();
+    let notice = finished(&mut done, plain.run_id()).await;
+    assert!(notice.contains("SUCCEEDED"), "{notice}");
+    assert_eq!(
+        snoop.count(MODULE, plain.run_id()),
+        (0, 2),
+        "a first delivery's run: a create and one write, no reads"
+    );
+
+    // A retried run: the retry re-driven here reads the record once (is it
+    // still this host's retry?) and starts on that version.
+    let retried = job
+        .trigger(json!({"fail_attempts": 1}), None)
+        .await
+        .unwrap();
+    let notice = finished(&mut done, retried.run_id()).await;
+    assert!(notice.contains("SUCCEEDED"), "{notice}");
+    assert_eq!(
+        snoop.count(MODULE, retried.run_id()),
+        (1, 4),
+        "two attempts: create, RETRYING, one read, RUNNING, outcome"
+    );
+
+    // A run whose progress is saved (heartbeats) before it ends: every save
+    // goes on the version the last one returned, so none reads.
+    let gated = setup
+        .client(BEATING, "ingest")
+        .trigger(json!({"gate": true}), None)
+        .await
+        .unwrap();
+    let mut watching = snoop.calls.clone();
+    tokio::time::timeout(
+        DEADLINE,
+        watching.wait_for(|_| snoop.count(BEATING, gated.run_id()).1 >= 3),
+    )
+    .await
+    .expect("two progress saves in time")
+    .unwrap();
+    calls.release.notify_one();
+    let notice = finished(&mut beating_done, gated.run_id()).await;
+    assert!(notice.contains("SUCCEEDED"), "{notice}");
+    let (gets, puts) = snoop.count(BEATING, gated.run_id());
+    assert_eq!(gets, 0, "progress and outcome saves read nothing");
+    assert!(puts >= 4, "create, two progress saves, outcome: {puts}");
+
+    // The records read as before.
+    for run in [&plain, &retried, &gated] {
+        let record = run.status().await.unwrap();
+        assert_eq!(record.status, "SUCCEEDED");
+        assert_eq!(
+            record.attempt,
+            if run.run_id() == retried.run_id() {
+                2
+            } else {
+                1
+            }
+        );
+        assert!(record.data.contains_key("created_at"));
+        assert!(record.data.contains_key("finished_at"));
+        assert!(record.data.contains_key("heartbeat_at"));
+    }
+    wait_until(DEADLINE, || async {
+        host.running() == 0 && beating_host.running() == 0
+    })
+    .await
+    .unwrap();
+    host.close_now().await;
+    beating_host.close_now().await;
+    setup.stop().await;
+}
