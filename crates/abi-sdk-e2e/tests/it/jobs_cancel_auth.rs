@@ -1,10 +1,11 @@
 //! Authenticated cancels: our caller signs its cancel with its token; our
 //! host lets a signed cancel act only when the document service accepts the
 //! token for the module's namespace (a forged token is refused), and keeps
-//! accepting unsigned cancels, which is what the reference's caller sends.
+//! accepting unsigned cancels, which is what the reference's caller sends,
+//! unless `require_signed_cancels` is on.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use abi_sdk::jobs::JobSpec;
+use abi_sdk::jobs::{JobHostOptions, JobSpec};
 use abi_test_support::{requests, wait_until};
 use abi_wire::jobs;
 use serde_json::json;
@@ -56,6 +57,49 @@ async fn a_forged_cancel_is_refused_and_signed_or_unsigned_ones_act() {
         .publish(cancel, running.run_id().to_owned().into())
         .await
         .unwrap();
+    let record = running.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "CANCELLED");
+    host.close_now().await;
+    setup.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsigned_cancel_is_refused_when_signed_ones_are_required() {
+    let setup = Setup::start().await;
+    let options = JobHostOptions {
+        require_signed_cancels: true,
+        ..fast()
+    };
+    let (host, _) = setup
+        .host(MODULE, "rust-1", JobSpec::new("ingest").unwrap(), options)
+        .await;
+    let job = setup.client(MODULE, "ingest");
+    let running = job.trigger(json!({"block": true}), None).await.unwrap();
+    wait_until(DEADLINE, || async {
+        running.status().await.unwrap().status == "RUNNING"
+    })
+    .await
+    .unwrap();
+    let queued = job.trigger(json!({}), None).await.unwrap();
+
+    // The reference caller's unsigned cancel of the running run.
+    let cancel = jobs::JobSubjects::new(&setup.project, MODULE, "ingest").cancel();
+    setup
+        .nats
+        .publish(cancel, running.run_id().to_owned().into())
+        .await
+        .unwrap();
+    // A signed cancel after it: once it acted, the unsigned one was handled.
+    queued.cancel().await.unwrap();
+    let record = queued.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "CANCELLED", "a signed cancel acts");
+    assert_eq!(
+        running.status().await.unwrap().status,
+        "RUNNING",
+        "the unsigned cancel was refused"
+    );
+
+    running.cancel().await.unwrap();
     let record = running.wait(DEADLINE).await.unwrap();
     assert_eq!(record.status, "CANCELLED");
     host.close_now().await;

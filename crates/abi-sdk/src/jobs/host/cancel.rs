@@ -27,7 +27,9 @@ use crate::{CallErrorKind, TokenSource};
 ///
 /// An unsigned cancel is accepted, as the reference's hosts accept every
 /// cancel: the reference's caller (`JobRun.cancel`) signs none, and
-/// refusing it would break a mixed fleet. Our caller always signs.
+/// refusing it would break a mixed fleet. Our caller always signs; with
+/// [`super::JobHostOptions::require_signed_cancels`] an unsigned cancel is
+/// refused.
 pub(super) async fn authorized(shared: &Shared, msg: &async_nats::Message) -> bool {
     let token = msg
         .headers
@@ -35,7 +37,12 @@ pub(super) async fn authorized(shared: &Shared, msg: &async_nats::Message) -> bo
         .and_then(|h| h.get(abi_wire::auth::AUTH_HEADER))
         .map(|v| v.as_str().to_owned());
     let Some(token) = token else {
-        return true;
+        let accepted = !shared.options.require_signed_cancels;
+        if !accepted {
+            let run_id = String::from_utf8_lossy(&msg.payload);
+            warn!(run_id = %run_id, "cancel refused: it carries no token and signed cancels are required");
+        }
+        return accepted;
     };
     let run_id = String::from_utf8_lossy(&msg.payload);
     let caller = DocumentClient::new(

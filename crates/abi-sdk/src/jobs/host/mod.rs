@@ -77,6 +77,10 @@ pub struct JobHostOptions {
     /// Which finished run records the upkeep deletes; `None` keeps them all
     /// (default [`JobRetention::default`], the reference's).
     pub retention: Option<JobRetention>,
+    /// Refuses cancels that carry no token (default false: the reference's
+    /// caller signs none, so a mixed fleet needs them accepted). Turn it on
+    /// once every caller of the module's jobs is ours.
+    pub require_signed_cancels: bool,
 }
 
 impl Default for JobHostOptions {
@@ -91,6 +95,7 @@ impl Default for JobHostOptions {
             lost_after: Duration::from_secs(300),
             upkeep_interval: Duration::from_secs(600),
             retention: Some(JobRetention::default()),
+            require_signed_cancels: false,
         }
     }
 }
