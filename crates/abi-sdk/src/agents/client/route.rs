@@ -5,7 +5,9 @@
 //! on `AGENT_BUSY` (a draining or full host creates nothing before it
 //! refuses, so the submit is safe to send elsewhere). Other calls go to the
 //! run's owner when it is registered, else to any replica (which reads the
-//! shared record), with the instance list cached 1 s as the reference's.
+//! shared record). The instance list is cached 1 s for every call, submits
+//! included (the reference caches it for non-submit calls only and asks
+//! discovery on every submit).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,6 +23,7 @@ use async_nats::{HeaderMap, RequestErrorKind};
 use prost::Message;
 
 use super::AgentClient;
+use crate::status::Status;
 use crate::{CallError, CallErrorKind, ids};
 
 /// How long a replica that answered `AGENT_BUSY` gets no new submits.
@@ -91,43 +94,105 @@ fn unavailable(client: &AgentClient) -> CallError {
 }
 
 /// Submits to a READY replica, the next one on `AGENT_BUSY`.
+///
+/// The instance list is the one cached for [`INSTANCES_CACHE`] (as a chat
+/// model's route list), so a steady caller asks discovery about once a
+/// second, not once per submit. A refusal drops the cache; when every
+/// replica of a cached list refused in a way that created nothing (busy,
+/// not READY any more, or gone), the submit goes once more over a fresh list.
 pub(super) async fn submit(
     client: &AgentClient,
     request: apb::SubmitRequest,
 ) -> Result<apb::SubmitResponse, CallError> {
-    let ready = match client.proxy.ready_instances().await {
-        Ok(ready) => ready,
-        Err(e) if e.kind() == CallErrorKind::ModuleUnavailable => return Err(unavailable(client)),
-        Err(e) => return Err(e),
-    };
-    let mut candidates = eligible(client, ready);
-    if candidates.is_empty() {
-        return Err(unavailable(client));
-    }
-    candidates.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    let start = client.route.next.fetch_add(1, Ordering::Relaxed) % candidates.len();
-    candidates.rotate_left(start);
-    // Replicas that refused lately go last, not never: they may be all there is.
-    candidates.sort_by_key(|i| client.route.is_busy(&i.instance_id));
     let payload = request.encode_to_vec();
+    let mut tried = Vec::new();
     let mut last = None;
-    for target in &candidates {
-        match call::<apb::SubmitResponse>(
-            client,
-            Operation::Submit,
-            &target.instance_id,
-            payload.clone(),
-        )
-        .await
-        {
-            Err(e) if e.kind() == CallErrorKind::AgentBusy => {
-                client.route.mark_busy(&target.instance_id);
-                last = Some(e);
+    for fresh in [false, true] {
+        let (listed, cached) = match instances(client, fresh).await {
+            Ok(listed) => listed,
+            Err(e) if e.kind() == CallErrorKind::ModuleUnavailable => {
+                return Err(unavailable(client));
             }
-            other => return other,
+            Err(e) => return Err(e),
+        };
+        let ready = listed
+            .into_iter()
+            .filter(|i| Status::parse(&i.status) == Status::Ready)
+            .collect();
+        let mut candidates = eligible(client, ready);
+        candidates.retain(|i| !tried.contains(&i.instance_id));
+        if candidates.is_empty() {
+            if cached {
+                continue;
+            }
+            break;
+        }
+        candidates.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+        let start = client.route.next.fetch_add(1, Ordering::Relaxed) % candidates.len();
+        candidates.rotate_left(start);
+        // Replicas that refused lately go last, not never: they may be all there is.
+        candidates.sort_by_key(|i| client.route.is_busy(&i.instance_id));
+        for target in &candidates {
+            tried.push(target.instance_id.clone());
+            match call::<apb::SubmitResponse>(
+                client,
+                Operation::Submit,
+                &target.instance_id,
+                payload.clone(),
+            )
+            .await
+            {
+                Err(e) if e.kind() == CallErrorKind::AgentBusy => {
+                    client.route.forget_instances();
+                    client.route.mark_busy(&target.instance_id);
+                    last = Some(e);
+                }
+                // Refused before anything was created (a provider no
+                // longer READY), or never delivered: safe elsewhere.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        CallErrorKind::ModuleUnavailable | CallErrorKind::NoResponders
+                    ) =>
+                {
+                    client.route.forget_instances();
+                    last = Some(e);
+                }
+                Err(e) => {
+                    client.route.forget_instances();
+                    return Err(e);
+                }
+                ok => return ok,
+            }
+        }
+        if !cached {
+            break;
         }
     }
     Err(last.unwrap_or_else(|| unavailable(client)))
+}
+
+/// The instance list, from the cache unless `fresh` or expired, and
+/// whether it came from the cache.
+async fn instances(
+    client: &AgentClient,
+    fresh: bool,
+) -> Result<(Vec<pb::Instance>, bool), CallError> {
+    if !fresh {
+        let cached = client.route.instances.lock().ok().and_then(|i| {
+            i.as_ref()
+                .filter(|(until, _)| Instant::now() < *until)
+                .map(|(_, l)| l.clone())
+        });
+        if let Some(list) = cached {
+            return Ok((list, true));
+        }
+    }
+    let list = client.proxy.instances().await?;
+    if let Ok(mut i) = client.route.instances.lock() {
+        *i = Some((Instant::now() + INSTANCES_CACHE, list.clone()));
+    }
+    Ok((list, false))
 }
 
 /// Sends a non-submit call to `owner` when it is eligible, else (or when
@@ -139,21 +204,7 @@ pub(super) async fn to_owner<Resp: Message + Default + Reply>(
     owner: &str,
     payload: Vec<u8>,
 ) -> Result<Resp, CallError> {
-    let cached = client.route.instances.lock().ok().and_then(|i| {
-        i.as_ref()
-            .filter(|(until, _)| Instant::now() < *until)
-            .map(|(_, l)| l.clone())
-    });
-    let instances = match cached {
-        Some(list) => list,
-        None => {
-            let list = client.proxy.instances().await?;
-            if let Ok(mut i) = client.route.instances.lock() {
-                *i = Some((Instant::now() + INSTANCES_CACHE, list.clone()));
-            }
-            list
-        }
-    };
+    let (instances, _) = instances(client, false).await?;
     let mut eligible = eligible(client, instances);
     if eligible.is_empty() {
         return Err(unavailable(client));
