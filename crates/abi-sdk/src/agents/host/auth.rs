@@ -1,7 +1,16 @@
 //! Who calls: discovery's `authorize_agent`, whose answer for a (caller
-//! token, agent) pair is reused for status, event and cancel calls for
-//! [`abi_wire::agents::AUTHORIZATION_SECS`], never past the token's expiry;
-//! a submit always asks (discovery checks the provider is READY).
+//! token, agent) pair is reused for every call, submits included, for
+//! [`abi_wire::agents::AUTHORIZATION_SECS`], never past the token's expiry.
+//!
+//! The reference asks discovery on every submit (`new_invocation`), because
+//! discovery then also checks that the provider is READY. This host answers
+//! a submit from the cached grant too, and makes that one extra check
+//! itself, on every submit, against this instance's own lease status (the
+//! status discovery confirmed at the last renewal, `UNAVAILABLE` once that
+//! lease passed): a provider that turned DRAINING or DEGRADED refuses its
+//! next submit with discovery's own answer, `MODULE_UNAVAILABLE: Provider is
+//! not ready`. A first submit for a (token, agent) pair still asks discovery,
+//! with `new_invocation` set; a refusal is never cached.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,7 +20,8 @@ use abi_proto::discovery::v1 as pb;
 use abi_wire::agents::{AUTHORIZATION_SECS, MAX_AUTHORIZATIONS};
 
 use super::Shared;
-use crate::CallError;
+use crate::status::Status;
+use crate::{CallError, CallErrorKind};
 
 /// A vouched-for caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,10 +86,18 @@ pub(crate) async fn authorize(
     new_invocation: bool,
 ) -> Result<Caller, CallError> {
     let now = Instant::now();
-    if !new_invocation && let Some(caller) = shared.auth.cached(token, name, now) {
+    let session = &shared.links.session;
+    if let Some(caller) = shared.auth.cached(token, name, now) {
+        if new_invocation && session.current_status() != Status::Ready {
+            // Discovery's answer to a submit for a provider not READY (the
+            // refusal prefixes the code, as it does to discovery's message).
+            return Err(
+                CallError::new(CallErrorKind::ModuleUnavailable, "Provider is not ready")
+                    .with_code("MODULE_UNAVAILABLE"),
+            );
+        }
         return Ok(caller);
     }
-    let session = &shared.links.session;
     let reply = shared
         .links
         .discovery
