@@ -383,14 +383,7 @@ async fn perform(shared: &Shared, run: &Run, body: Body) -> Result<(), Stop> {
         }
         Body::Invoke(future) => {
             let result = future.await.map_err(handler_failure)?;
-            event_committed(shared, run, &AgentEvent::message(result.clone())).await?;
-            event_committed(
-                shared,
-                run,
-                &AgentEvent::new(wire::DONE_EVENT, wire::DONE_DATA),
-            )
-            .await?;
-            result
+            return invoke_committed(shared, run, result).await;
         }
     };
     let parts = store_output(shared, run, 0, &result).await?;
@@ -469,18 +462,70 @@ async fn store_output(shared: &Shared, run: &Run, sequence: u64, text: &str) -> 
     Ok(chunks.len() as i64)
 }
 
+/// An invoke's end: its message and done events and its result, then one
+/// save. The reference writes the two events one after the other, each
+/// followed by a cursor save, then saves the outcome; every one of those
+/// documents but the record is create-only and independent of the others,
+/// so here they are written at once, and the record moves once, to the
+/// cursor past both events, `SUCCEEDED` and the result's parts. The stored
+/// documents are the reference's (only the record's intermediate versions
+/// are skipped); the updates still go out one per event, after the save.
+async fn invoke_committed(shared: &Shared, run: &Run, result: String) -> Result<(), Stop> {
+    if run.context.cancelled.is_cancelled() {
+        return Err(Stop::Cancelled);
+    }
+    let last = {
+        let stored = run.record.lock().await;
+        u64::try_from(record::int(&stored.data, "last_sequence")).unwrap_or(0)
+    };
+    let message = AgentEvent::message(result);
+    let done = AgentEvent::new(wire::DONE_EVENT, wire::DONE_DATA);
+    let (message_parts, done_parts, result_parts) = tokio::try_join!(
+        event_documents(shared, run, last + 1, &message),
+        event_documents(shared, run, last + 2, &done),
+        store_output(shared, run, 0, &message.data),
+    )?;
+    let mut updates = Data::new();
+    updates.insert("last_sequence".into(), Value::Int((last + 2) as i64));
+    updates.insert("status".into(), Value::from("SUCCEEDED"));
+    updates.insert("result_parts".into(), Value::Int(result_parts));
+    save(shared, run, updates).await?;
+    run.touch();
+    push_event(shared, run, last + 1, &message, message_parts).await;
+    push_event(shared, run, last + 2, &done, done_parts).await;
+    Ok(())
+}
+
 /// One event: fragments, manifest, cursor, push.
 async fn event_committed(shared: &Shared, run: &Run, event: &AgentEvent) -> Result<(), Stop> {
     if run.context.cancelled.is_cancelled() {
         return Err(Stop::Cancelled);
     }
-    if event.event.chars().count() > wire::MAX_EVENT_NAME_CHARS {
-        return Err(Stop::Failed("INVALID_STREAM".into()));
-    }
     let sequence = {
         let stored = run.record.lock().await;
         u64::try_from(record::int(&stored.data, "last_sequence")).unwrap_or(0) + 1
     };
+    let parts = event_documents(shared, run, sequence, event).await?;
+    // The cursor moves only after every immutable fragment committed.
+    let mut updates = Data::new();
+    updates.insert("last_sequence".into(), Value::Int(sequence as i64));
+    save(shared, run, updates).await?;
+    run.touch();
+    push_event(shared, run, sequence, event, parts).await;
+    Ok(())
+}
+
+/// The immutable documents of event `sequence`: its fragments, then its
+/// manifest (create-only); returns its parts.
+async fn event_documents(
+    shared: &Shared,
+    run: &Run,
+    sequence: u64,
+    event: &AgentEvent,
+) -> Result<i64, Stop> {
+    if event.event.chars().count() > wire::MAX_EVENT_NAME_CHARS {
+        return Err(Stop::Failed("INVALID_STREAM".into()));
+    }
     let parts = store_output(shared, run, sequence, &event.data).await?;
     let mut manifest = Data::new();
     manifest.insert("event".into(), Value::from(event.event.as_str()));
@@ -497,11 +542,12 @@ async fn event_committed(shared: &Shared, run: &Run, event: &AgentEvent) -> Resu
             Some(0),
         )
         .await?;
-    // The cursor moves only after every immutable fragment committed.
-    let mut updates = Data::new();
-    updates.insert("last_sequence".into(), Value::Int(sequence as i64));
-    save(shared, run, updates).await?;
-    run.touch();
+    Ok(parts)
+}
+
+/// Pushes committed event `sequence` to the watchers, its data inline when
+/// small enough, else its parts to read.
+async fn push_event(shared: &Shared, run: &Run, sequence: u64, event: &AgentEvent, parts: i64) {
     let max_payload = shared.links.nats.server_info().max_payload;
     let inline = event.data.len() <= wire::INLINE_UPDATE_BYTES.min(max_payload / 4);
     let update = apb::RunUpdate {
@@ -523,7 +569,6 @@ async fn event_committed(shared: &Shared, run: &Run, event: &AgentEvent) -> Resu
         ..Default::default()
     };
     push(shared, run, &update).await;
-    Ok(())
 }
 
 /// Tells the run's watchers what just committed. Hints only (core NATS, at
