@@ -110,6 +110,27 @@ fn smoke_run_measures_every_call_kind_on_every_target() {
             "documents and discovery requests per invoke: {requests:?}"
         );
     }
+    // Per invoke, ours: no discovery request but the caller's once-a-second
+    // instance list; 9 puts (one save at the end of an invoke, not three);
+    // one get, the submit's (the caller takes the result from the pushed
+    // events, no Status). The reference's host keeps its 11 puts and asks
+    // discovery on every submit (our caller drives both).
+    let (ours, reference) = (&requests[2], &requests[3]);
+    assert_eq!(count(ours, "put "), Some(9.0), "{requests:?}");
+    assert_eq!(count(reference, "put "), Some(11.0), "{requests:?}");
+    assert!(
+        count(ours, "get ").is_some_and(|g| g < 2.0),
+        "no Status read after a pushed success: {requests:?}"
+    );
+    assert!(
+        count(ours, "; discovery ").is_some_and(|d| d < 0.5) && !ours.contains("authorize_agent"),
+        "the submit's grant and route are cached: {requests:?}"
+    );
+    assert_eq!(
+        count(reference, "authorize_agent "),
+        Some(1.0),
+        "{requests:?}"
+    );
     let requests = row("service requests per call, chat invoke");
     assert!(
         requests[2..].iter().all(|c| c.starts_with("documents 0;")),
@@ -128,4 +149,15 @@ fn smoke_run_measures_every_call_kind_on_every_target() {
             "every target judged: {verdict:?}"
         );
     }
+}
+
+/// The number after `label` in a requests cell (`documents 11.00 (get 1.00,
+/// put 9.00); discovery 0.05 (...)`).
+fn count(cell: &str, label: &str) -> Option<f64> {
+    let at = cell.find(label)? + label.len();
+    let rest = &cell[at..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
 }

@@ -1,7 +1,16 @@
 //! [`Invocation`]: one run, as its caller follows it. A submitting handle
 //! reads the updates the owner pushes to its inbox and reads Status only to
-//! fill a gap, after 5 s of silence, and at the end (the authoritative
-//! result); any other handle polls Status every 0.1 s.
+//! fill a gap, after 5 s of silence, and at the end; any other handle polls
+//! Status every 0.1 s.
+//!
+//! The end without Status: when the owner pushes `SUCCEEDED` with a
+//! `last_sequence` this handle already followed event by event from the
+//! first, the result is what Status would report, the data of the run's
+//! `message` events joined by newlines (both hosts store exactly that: the
+//! one message of an invoke, the messages of a stream), so the handle ends
+//! there (the reference reads Status at every end). Any other end (a gap, a
+//! failure, a cancel, a handle that did not follow from the first event)
+//! still reads Status.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -62,12 +71,17 @@ pub struct Invocation {
     client: AgentClient,
     invocation_id: String,
     owner: String,
+    thread_id: String,
     updates: Option<async_nats::Subscriber>,
     read_first: bool,
     result_cache: Option<String>,
     last_status: Option<InvocationStatus>,
     cursor: u64,
     pending: VecDeque<InvocationEvent>,
+    /// The `message` events' data, in order, of events 1 to `cursor`.
+    messages: Vec<String>,
+    /// Whether this handle saw every event from the first, in order.
+    followed: bool,
     read: Option<bool>,
     end: Option<Result<(), (String, String, String)>>,
 }
@@ -78,12 +92,15 @@ impl Invocation {
             client,
             invocation_id,
             owner: String::new(),
+            thread_id: String::new(),
             updates: None,
             read_first: true,
             result_cache: None,
             last_status: None,
             cursor: 0,
             pending: VecDeque::new(),
+            messages: Vec::new(),
+            followed: true,
             read: None,
             end: None,
         }
@@ -134,6 +151,7 @@ impl Invocation {
 
     pub(super) fn accepted(&mut self, invocation: apb::Invocation) {
         self.owner = invocation.owner_instance_id;
+        self.thread_id = invocation.thread_id;
         // A resubmission of a finished run gets no updates: read it at once.
         self.read_first = is_terminal(&invocation.status);
     }
@@ -291,7 +309,13 @@ impl Invocation {
             }
             if !read {
                 let quiet = remaining.min(Duration::from_secs(wire::QUIET_SECS));
-                let Some(pushed) = self.next_update(quiet).await.and_then(|u| u.event) else {
+                let update = self.next_update(quiet).await;
+                if let Some(end) = update.as_ref().and_then(|u| self.succeeded_inline(u)) {
+                    self.last_status = Some(end);
+                    self.end = Some(Ok(()));
+                    continue;
+                }
+                let Some(pushed) = update.and_then(|u| u.event) else {
                     read = true; // silence, the end, or an unreadable update
                     self.read = Some(true);
                     continue;
@@ -309,13 +333,14 @@ impl Invocation {
                 } else {
                     pushed.data
                 };
-                self.cursor = pushed.sequence;
-                return Ok(Some(InvocationEvent {
+                let event = InvocationEvent {
                     sequence: pushed.sequence,
                     event: pushed.event,
                     data,
                     chat_source: pushed.chat_source.filter(|c| !c),
-                }));
+                };
+                self.advance(&event);
+                return Ok(Some(event));
             }
             let status = match tokio::time::timeout(remaining, self.status(self.cursor)).await {
                 Ok(status) => status?,
@@ -323,7 +348,7 @@ impl Invocation {
             };
             let paged = !status.events.is_empty();
             for event in status.events.iter().cloned() {
-                self.cursor = event.sequence;
+                self.advance(&event);
                 self.pending.push_back(event);
             }
             if paged && self.cursor < status.last_sequence {
@@ -367,6 +392,44 @@ impl Invocation {
                     .await;
             }
         }
+    }
+
+    /// Moves the cursor to `event`, keeping its data when a message (only
+    /// while the handle followed every event from the first).
+    fn advance(&mut self, event: &InvocationEvent) {
+        if event.sequence == self.cursor + 1 {
+            if self.followed && event.event == wire::MESSAGE_EVENT {
+                self.messages.push(event.data.clone());
+            }
+        } else {
+            // A jump: the messages before it were not seen here.
+            self.messages = Vec::new();
+            self.followed = false;
+        }
+        self.cursor = event.sequence;
+    }
+
+    /// What Status would answer now, when `update` is the owner's push of
+    /// `SUCCEEDED` at the event this handle followed to from the first.
+    fn succeeded_inline(&self, update: &apb::RunUpdate) -> Option<InvocationStatus> {
+        let complete = update.event.is_none()
+            && update.status == "SUCCEEDED"
+            && self.followed
+            && update.last_sequence == self.cursor
+            && !self.thread_id.is_empty();
+        complete.then(|| InvocationStatus {
+            invocation_id: self.invocation_id.clone(),
+            thread_id: self.thread_id.clone(),
+            status: update.status.clone(),
+            result: self.messages.join("\n"),
+            error_code: String::new(),
+            error_message: String::new(),
+            owner_instance_id: self.owner.clone(),
+            // The owner itself just answered.
+            owner_available: true,
+            events: Vec::new(),
+            last_sequence: update.last_sequence,
+        })
     }
 
     fn wait_timeout(&self) -> AgentError {
