@@ -44,8 +44,17 @@ pub(super) struct Fence {
     pub(super) attempt: i64,
     pub(super) instance: String,
     pub(super) started_at: String,
-    /// The record as this attempt last wrote it (its version and fields).
-    pub(super) kept: Document,
+    /// The record as this attempt last wrote it.
+    pub(super) kept: Kept,
+}
+
+/// A record as written: the fields sent and the version the service
+/// answered. The fields are the ones sent, not the ones answered, so the
+/// next write never depends on what a put's reply carries.
+#[derive(Debug, Clone)]
+pub(super) struct Kept {
+    pub(super) version: i64,
+    pub(super) data: Data,
 }
 
 impl Fence {
@@ -77,18 +86,32 @@ pub(super) async fn start(
     existing: Option<&Document>,
     fields: Data,
     replace: bool,
-) -> Result<Document, CallError> {
+) -> Result<Kept, CallError> {
     let (mut data, if_version) = match existing {
         Some(doc) if !replace => (doc.data.clone(), doc.version),
         Some(doc) => (created(), doc.version),
         None => (created(), 0),
     };
     data.extend(fields);
-    shared
+    write(shared, run_id, data, if_version).await
+}
+
+/// Writes `data` on `if_version` (compare-and-swap).
+async fn write(
+    shared: &Shared,
+    run_id: &str,
+    data: Data,
+    if_version: i64,
+) -> Result<Kept, CallError> {
+    let written = shared
         .links
         .documents
-        .put(&shared.collection, run_id, data, Some(if_version))
-        .await
+        .put(&shared.collection, run_id, data.clone(), Some(if_version))
+        .await?;
+    Ok(Kept {
+        version: written.version,
+        data,
+    })
 }
 
 fn created() -> Data {
@@ -112,9 +135,9 @@ pub(super) async fn save(
     // The kept record is this attempt's own RUNNING write; the check only
     // guards against a save after the attempt's outcome was written.
     if fence.holds(&fence.kept.data) {
-        match put_merged(shared, run_id, &fence.kept, fields).await {
-            Ok(doc) => {
-                fence.kept = doc;
+        match put_merged(shared, run_id, &fence.kept.data, fence.kept.version, fields).await {
+            Ok(kept) => {
+                fence.kept = kept;
                 return Ok(Saved::Written);
             }
             Err(e) if e.kind() == CallErrorKind::VersionConflict => {}
@@ -129,9 +152,9 @@ pub(super) async fn save(
         if !fence.holds(&doc.data) {
             return Ok(Saved::Fenced);
         }
-        match put_merged(shared, run_id, &doc, fields).await {
-            Ok(doc) => {
-                fence.kept = doc;
+        match put_merged(shared, run_id, &doc.data, doc.version, fields).await {
+            Ok(kept) => {
+                fence.kept = kept;
                 return Ok(Saved::Written);
             }
             Err(e) if e.kind() == CallErrorKind::VersionConflict => last = Some(e),
@@ -146,18 +169,15 @@ pub(super) async fn save(
     }))
 }
 
-/// `fields` merged into `over`, written on its version.
+/// `fields` merged into `over`, written on `version`.
 async fn put_merged(
     shared: &Shared,
     run_id: &str,
-    over: &Document,
+    over: &Data,
+    version: i64,
     fields: &Data,
-) -> Result<Document, CallError> {
-    let mut data = over.data.clone();
+) -> Result<Kept, CallError> {
+    let mut data = over.clone();
     data.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
-    shared
-        .links
-        .documents
-        .put(&shared.collection, run_id, data, Some(over.version))
-        .await
+    write(shared, run_id, data, version).await
 }
