@@ -50,18 +50,26 @@ pub const MAX_TRIGGERS: usize = 16;
 /// The statuses a run record holds; `QUEUED` is never stored (it is what a
 /// caller sees before a host took the trigger).
 pub const RUN_STATUSES: [&str; 8] = [
-    "QUEUED",
-    "RUNNING",
-    "RETRYING",
-    "SUCCEEDED",
-    "SKIPPED",
-    "FAILED",
-    "TIMED_OUT",
-    "CANCELLED",
+    QUEUED, RUNNING, RETRYING, SUCCEEDED, SKIPPED, FAILED, TIMED_OUT, CANCELLED,
 ];
 /// The statuses after which a run never changes.
-pub const TERMINAL_STATUSES: [&str; 5] =
-    ["SUCCEEDED", "SKIPPED", "FAILED", "TIMED_OUT", "CANCELLED"];
+pub const TERMINAL_STATUSES: [&str; 5] = [SUCCEEDED, SKIPPED, FAILED, TIMED_OUT, CANCELLED];
+/// A run no host has taken yet (what a caller sees while there is no record).
+pub const QUEUED: &str = "QUEUED";
+/// A run whose handler is going (record field `status`).
+pub const RUNNING: &str = "RUNNING";
+/// A run waiting for its next attempt.
+pub const RETRYING: &str = "RETRYING";
+/// A run whose handler returned.
+pub const SUCCEEDED: &str = "SUCCEEDED";
+/// A run its handler (or tick coalescing) skipped.
+pub const SKIPPED: &str = "SKIPPED";
+/// A run that failed its last attempt, or that nothing will finish.
+pub const FAILED: &str = "FAILED";
+/// A run whose last attempt ran out of time.
+pub const TIMED_OUT: &str = "TIMED_OUT";
+/// A run a caller cancelled.
+pub const CANCELLED: &str = "CANCELLED";
 
 /// The error of a run whose trigger expired before any host took it (a
 /// `FAILED` record with attempt 0, written by the caller that noticed; see

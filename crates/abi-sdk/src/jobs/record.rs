@@ -9,7 +9,7 @@ use abi_document_model::{Data, Value};
 use abi_wire::jobs::TERMINAL_STATUSES;
 
 /// The status of a run no host has taken yet (never stored).
-pub const QUEUED: &str = "QUEUED";
+pub const QUEUED: &str = abi_wire::jobs::QUEUED;
 
 /// One run's record as a host wrote it, or the `QUEUED` placeholder the
 /// reference returns while no record exists.

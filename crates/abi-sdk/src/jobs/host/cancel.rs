@@ -91,11 +91,11 @@ async fn cancel(
     let now = now_iso();
     let (data, if_version) = match existing {
         Some(doc) => {
-            if doc.data.get("status") != Some(&Value::from("RETRYING")) {
+            if doc.data.get("status") != Some(&Value::from(wire::RETRYING)) {
                 return Ok(());
             }
             let mut data = doc.data;
-            data.insert("status".into(), "CANCELLED".into());
+            data.insert("status".into(), wire::CANCELLED.into());
             data.insert("finished_at".into(), now.as_str().into());
             (data, doc.version)
         }
@@ -114,7 +114,7 @@ async fn cancel(
                 ("job", job.spec.name().into()),
                 ("run_id", run_id.into()),
                 ("module_id", shared.module_id.as_str().into()),
-                ("status", "CANCELLED".into()),
+                ("status", wire::CANCELLED.into()),
                 ("attempt", Value::Int(0)),
                 ("max_attempts", Value::Int(i64::from(job.spec.attempts()))),
                 ("instance", shared.links.instance_id.as_str().into()),
@@ -138,7 +138,7 @@ async fn cancel(
     {
         Ok(_) => {
             info!(run_id = %run_id, "run cancelled before its next attempt");
-            let notice = wire::completion_notice(run_id, "CANCELLED");
+            let notice = wire::completion_notice(run_id, wire::CANCELLED);
             shared
                 .links
                 .nats

@@ -15,6 +15,7 @@
 //! `finished_at` from the hosts' clocks, `fired_at` from the server's).
 
 use abi_document_model::{Data, Datetime, FindQuery, Predicate, Value};
+use abi_wire::jobs as wire;
 
 use super::Shared;
 use crate::error::CallError;
@@ -33,7 +34,7 @@ pub(super) async fn overlapping(
         .isoformat();
     let running = vec![
         Predicate::new("job", "eq", job),
-        Predicate::new("status", "eq", "RUNNING"),
+        Predicate::new("status", "eq", wire::RUNNING),
         Predicate::new("started_at", "lte", fired),
         Predicate::new("heartbeat_at", "gt", alive),
     ];
@@ -68,7 +69,7 @@ pub(super) fn skipped(mut fields: Data, attempts_used: i64, other: &str) -> Data
     fields.remove("heartbeat_at");
     let now = crate::jobs::time::now_iso();
     for (k, v) in [
-        ("status", Value::from("SKIPPED")),
+        ("status", Value::from(wire::SKIPPED)),
         ("attempt", Value::Int(attempts_used)),
         ("logs", Value::List(Vec::new())),
         ("result", Value::Null),

@@ -297,7 +297,7 @@ async fn run_attempt(
     put("job", job.spec.name().into());
     put("run_id", run_id.into());
     put("module_id", shared.module_id.as_str().into());
-    put("status", "RUNNING".into());
+    put("status", wire::RUNNING.into());
     put("attempt", Value::Int(attempt));
     put("max_attempts", Value::Int(i64::from(job.spec.attempts())));
     put("trigger", to_doc(&trigger));
@@ -325,7 +325,7 @@ async fn run_attempt(
                     }
                 }
                 info!(run_id = %run_id, other = %other, "schedule tick coalesced into a run still going");
-                notify(shared, job, run_id, "SKIPPED").await;
+                notify(shared, job, run_id, wire::SKIPPED).await;
                 reply(shared, msg, wire::ACK).await;
                 return Step::Done;
             }
@@ -362,7 +362,7 @@ async fn run_attempt(
         }
         Outcome::HandBack => {
             let mut fields = Data::new();
-            fields.insert("status".into(), "RETRYING".into());
+            fields.insert("status".into(), wire::RETRYING.into());
             fields.insert("attempt".into(), Value::Int(attempt - 1));
             fields.insert("error".into(), HANDED_BACK.into());
             fields.insert("retry_at".into(), now_iso().into());
@@ -441,22 +441,22 @@ async fn finish(
     result: Option<serde_json::Value>,
 ) {
     let mut status = status;
-    if !matches!(status, "SUCCEEDED" | "SKIPPED" | "CANCELLED")
+    if !matches!(status, wire::SUCCEEDED | wire::SKIPPED | wire::CANCELLED)
         && attempt < job.spec.attempts()
         && retryable
     {
-        status = "RETRYING";
+        status = wire::RETRYING;
     }
     let retry_delay = backoff(shared, attempt);
-    if status == "RETRYING" && expires_within(msg, stored_nanos, retry_delay) {
-        status = "FAILED";
+    if status == wire::RETRYING && expires_within(msg, stored_nanos, retry_delay) {
+        status = wire::FAILED;
         error = format!("Trigger expired before it could be retried; {error}");
     }
     let mut fields = Data::new();
     fields.insert("status".into(), status.into());
     fields.insert("logs".into(), logs(cx));
     fields.insert("error".into(), error.into());
-    if status == "RETRYING" {
+    if status == wire::RETRYING {
         fields.insert("retry_at".into(), iso_after(retry_delay).into());
         fields.insert(
             super::retry::OWNER.into(),
@@ -467,11 +467,11 @@ async fn finish(
     if terminal {
         fields.insert("finished_at".into(), now_iso().into());
     }
-    if matches!(status, "SUCCEEDED" | "SKIPPED") {
+    if matches!(status, wire::SUCCEEDED | wire::SKIPPED) {
         let value = result.unwrap_or(serde_json::Value::Null);
         fields.insert("result".into(), result_value(&value));
     }
-    if status == "SKIPPED" {
+    if status == wire::SKIPPED {
         fields.insert(
             "skip_reason".into(),
             cx.skipped().unwrap_or_default().into(),
@@ -499,7 +499,7 @@ async fn finish(
     if terminal {
         notify(shared, job, run_id, status).await;
     }
-    if status == "RETRYING" {
+    if status == wire::RETRYING {
         // Acknowledged, not nak'ed with the delay: a nak'ed trigger stays
         // pending and holds a `max_ack_pending` slot through the backoff.
         reply(shared, msg, wire::ACK).await;
@@ -524,7 +524,7 @@ pub(super) async fn notify(shared: &Shared, job: &Job, run_id: &str, status: &st
 
 /// Acks a run that ended well, terms the others.
 async fn retire(shared: &Shared, msg: &Message, status: &str) {
-    let body = if matches!(status, "SUCCEEDED" | "SKIPPED" | "CANCELLED") {
+    let body = if matches!(status, wire::SUCCEEDED | wire::SKIPPED | wire::CANCELLED) {
         wire::ACK
     } else {
         wire::TERM

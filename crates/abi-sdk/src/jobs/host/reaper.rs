@@ -55,7 +55,7 @@ pub(super) async fn reap(shared: &Arc<Shared>, jobs: &[Job]) -> Result<usize, Jo
                 Predicate::new(
                     "status",
                     "in",
-                    Value::List(vec!["RUNNING".into(), "RETRYING".into()]),
+                    Value::List(vec![wire::RUNNING.into(), wire::RETRYING.into()]),
                 ),
             ],
             limit: PAGE,
@@ -73,7 +73,7 @@ pub(super) async fn reap(shared: &Arc<Shared>, jobs: &[Job]) -> Result<usize, Jo
                 continue;
             };
             let mut data = doc.data.clone();
-            data.insert("status".into(), "FAILED".into());
+            data.insert("status".into(), wire::FAILED.into());
             data.insert("error".into(), error.into());
             data.insert("finished_at".into(), now_iso.as_str().into());
             match shared
@@ -85,7 +85,7 @@ pub(super) async fn reap(shared: &Arc<Shared>, jobs: &[Job]) -> Result<usize, Jo
                 Ok(_) => {
                     reaped += 1;
                     info!(run_id = %doc.id, "lost job run failed");
-                    let notice = wire::completion_notice(&doc.id, "FAILED");
+                    let notice = wire::completion_notice(&doc.id, wire::FAILED);
                     if let Err(err) = shared
                         .links
                         .nats
@@ -121,7 +121,7 @@ async fn lost(
     if last_seen.is_empty() {
         last_seen = text(data, "started_at");
     }
-    let error = if text(data, "status") == "RETRYING" {
+    let error = if text(data, "status") == wire::RETRYING {
         let mut due = text(data, "retry_at");
         if due.is_empty() {
             due.clone_from(&last_seen);

@@ -9,6 +9,7 @@
 //! Only a `VERSION_CONFLICT` makes it read the record and check the fence.
 
 use abi_document_model::{CollectionSpec, Data, Document, FieldSpec, Value};
+use abi_wire::jobs as wire;
 
 use super::{JobHostError, Shared};
 use crate::CallErrorKind;
@@ -60,7 +61,7 @@ pub(super) struct Kept {
 impl Fence {
     /// Whether `data` is still this attempt, running.
     fn holds(&self, data: &Data) -> bool {
-        data.get("status") == Some(&Value::from("RUNNING"))
+        data.get("status") == Some(&Value::from(wire::RUNNING))
             && data.get("attempt") == Some(&Value::Int(self.attempt))
             && data.get("instance") == Some(&Value::from(self.instance.as_str()))
             && data.get("started_at") == Some(&Value::from(self.started_at.as_str()))

@@ -75,13 +75,13 @@ pub(super) async fn prune(
     let kept: Vec<&str> = wire::TERMINAL_STATUSES
         .iter()
         .copied()
-        .filter(|s| *s != "SKIPPED")
+        .filter(|s| *s != wire::SKIPPED)
         .collect();
     for job in jobs {
         let name = job.spec.name();
         for (list, max_age) in [
             (kept.as_slice(), retention.max_age),
-            (&["SKIPPED"][..], retention.skipped_max_age),
+            (&[wire::SKIPPED][..], retention.skipped_max_age),
         ] {
             if budget == 0 {
                 return Ok(batch);

@@ -86,7 +86,7 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
             return schedule(shared, job, run_id, sequence, later);
         }
     };
-    let owned = text(&doc.data, "status").as_deref() == Some("RETRYING")
+    let owned = text(&doc.data, "status").as_deref() == Some(wire::RETRYING)
         && text(&doc.data, OWNER).as_deref() == Some(shared.links.instance_id.as_str());
     if !owned {
         // Cancelled, taken over, or finished meanwhile.
@@ -139,7 +139,7 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
 /// The trigger left the stream before its retry: the run cannot go on.
 async fn expire(shared: &Shared, job: &Job, run_id: &str, doc: Document) {
     let mut data = doc.data;
-    data.insert("status".into(), "FAILED".into());
+    data.insert("status".into(), wire::FAILED.into());
     data.insert(
         "error".into(),
         "Trigger expired before it could be retried".into(),
@@ -151,7 +151,7 @@ async fn expire(shared: &Shared, job: &Job, run_id: &str, doc: Document) {
         .put(&shared.collection, run_id, data, Some(doc.version))
         .await
     {
-        Ok(_) => delivery::notify(shared, job, run_id, "FAILED").await,
+        Ok(_) => delivery::notify(shared, job, run_id, wire::FAILED).await,
         Err(e) if e.kind() == CallErrorKind::VersionConflict => {}
         Err(err) => warn!(run_id = %run_id, error = %err, "could not fail an expired job retry"),
     }
@@ -166,7 +166,7 @@ pub(super) async fn sweep(shared: &Arc<Shared>, jobs: &[Arc<Job>]) -> Result<usi
         let query = FindQuery {
             where_: vec![
                 Predicate::new("job", "eq", job.spec.name()),
-                Predicate::new("status", "eq", "RETRYING"),
+                Predicate::new("status", "eq", wire::RETRYING),
                 Predicate::new(OWNER, "exists", Value::Bool(true)),
                 Predicate::new("retry_at", "lte", due.as_str()),
             ],
@@ -216,7 +216,7 @@ pub(super) async fn take_over(
         .unwrap_or_default();
     // Timestamps compare as text, as the reference compares them.
     let due = match text(&doc.data, "status").as_deref() {
-        Some("RETRYING") if owner != me => {
+        Some(wire::RETRYING) if owner != me => {
             let at = text(&doc.data, "retry_at")
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| last_seen.clone());
@@ -227,7 +227,7 @@ pub(super) async fn take_over(
             };
             !at.is_empty() && at <= by
         }
-        Some("RUNNING") => !last_seen.is_empty() && last_seen.as_str() < lost_cutoff,
+        Some(wire::RUNNING) => !last_seen.is_empty() && last_seen.as_str() < lost_cutoff,
         _ => false,
     };
     if !due {
@@ -241,7 +241,7 @@ pub(super) async fn take_over(
         return Ok(false);
     };
     let mut data = doc.data.clone();
-    data.insert("status".into(), "RETRYING".into());
+    data.insert("status".into(), wire::RETRYING.into());
     data.insert(OWNER.into(), me.into());
     data.insert("retry_at".into(), now.isoformat().into());
     match shared

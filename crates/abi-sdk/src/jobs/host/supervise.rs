@@ -81,7 +81,7 @@ pub(super) async fn supervise(
                 work.abort();
                 let timeout = job.spec.attempt_timeout().unwrap_or_default();
                 return Outcome::Finished {
-                    status: "TIMED_OUT",
+                    status: wire::TIMED_OUT,
                     error: format!("Timed out after {}s", seconds_g(timeout)),
                     retryable: true,
                     result: None,
@@ -111,25 +111,28 @@ pub(super) async fn supervise(
     match joined {
         Ok(Ok(value)) if !cancelled => {
             let status = if cx.skipped().is_some() {
-                "SKIPPED"
+                wire::SKIPPED
             } else {
-                "SUCCEEDED"
+                wire::SUCCEEDED
             };
             finished(status, String::new(), true, Some(value))
         }
-        _ if cancelled => finished("CANCELLED", String::new(), true, None),
+        _ if cancelled => finished(wire::CANCELLED, String::new(), true, None),
         _ if handing_back => Outcome::HandBack,
         Ok(Err(err)) => finished(
-            "FAILED",
+            wire::FAILED,
             err.to_string(),
             err.kind() == JobErrorKind::Retryable,
             None,
         ),
-        Ok(Ok(_)) => finished("CANCELLED", String::new(), true, None),
-        Err(join) if join.is_panic() => {
-            finished("FAILED", "Panic: job handler panicked".into(), true, None)
-        }
-        Err(_) => finished("FAILED", "Job task was cancelled".into(), true, None),
+        Ok(Ok(_)) => finished(wire::CANCELLED, String::new(), true, None),
+        Err(join) if join.is_panic() => finished(
+            wire::FAILED,
+            "Panic: job handler panicked".into(),
+            true,
+            None,
+        ),
+        Err(_) => finished(wire::FAILED, "Job task was cancelled".into(), true, None),
     }
 }
 
