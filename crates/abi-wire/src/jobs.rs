@@ -71,6 +71,53 @@ pub const TIMED_OUT: &str = "TIMED_OUT";
 /// A run a caller cancelled.
 pub const CANCELLED: &str = "CANCELLED";
 
+/// The fields of a run record that both hosts (ours and the reference's)
+/// write and read.
+pub mod field {
+    /// The job's name.
+    pub const JOB: &str = "job";
+    /// The run id (`<job>:<sequence>`).
+    pub const RUN_ID: &str = "run_id";
+    /// The module that serves the job.
+    pub const MODULE_ID: &str = "module_id";
+    /// One of [`super::RUN_STATUSES`] but `QUEUED`.
+    pub const STATUS: &str = "status";
+    /// The handler starts recorded so far.
+    pub const ATTEMPT: &str = "attempt";
+    /// The job's attempts.
+    pub const MAX_ATTEMPTS: &str = "max_attempts";
+    /// The trigger: `kind` (`manual`, `schedule`, `event`) and, for a tick, `scheduler`.
+    pub const TRIGGER: &str = "trigger";
+    /// The trigger's payload (an object).
+    pub const PAYLOAD: &str = "payload";
+    /// The instance of the host that wrote the attempt.
+    pub const INSTANCE: &str = "instance";
+    /// The trigger's stream sequence.
+    pub const SEQUENCE: &str = "sequence";
+    /// When the stream stored the trigger (ISO text).
+    pub const FIRED_AT: &str = "fired_at";
+    /// When the attempt started.
+    pub const STARTED_AT: &str = "started_at";
+    /// The attempt's last heartbeat.
+    pub const HEARTBEAT_AT: &str = "heartbeat_at";
+    /// The attempt's trace id (empty when none).
+    pub const TRACE_ID: &str = "trace_id";
+    /// The last attempt's error (empty when none).
+    pub const ERROR: &str = "error";
+    /// The handler's log lines.
+    pub const LOGS: &str = "logs";
+    /// The handler's result (or a preview past `MAX_RESULT_BYTES`).
+    pub const RESULT: &str = "result";
+    /// When the run ended (terminal statuses).
+    pub const FINISHED_AT: &str = "finished_at";
+    /// When a RETRYING run's next attempt is due.
+    pub const RETRY_AT: &str = "retry_at";
+    /// When the record was first written.
+    pub const CREATED_AT: &str = "created_at";
+    /// Why the handler (or tick coalescing) skipped the run.
+    pub const SKIP_REASON: &str = "skip_reason";
+}
+
 /// The error of a run whose trigger expired before any host took it (a
 /// `FAILED` record with attempt 0, written by the caller that noticed; see
 /// the SDK's `JobRun::status`).

@@ -9,7 +9,7 @@
 //! Cancels are authenticated when signed ([`authorized`]).
 
 use abi_document_model::{Data, Value};
-use abi_wire::jobs as wire;
+use abi_wire::jobs::{self as wire, field};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use tracing::{info, warn};
 
@@ -91,12 +91,12 @@ async fn cancel(
     let now = now_iso();
     let (data, if_version) = match existing {
         Some(doc) => {
-            if doc.data.get("status") != Some(&Value::from(wire::RETRYING)) {
+            if doc.data.get(field::STATUS) != Some(&Value::from(wire::RETRYING)) {
                 return Ok(());
             }
             let mut data = doc.data;
-            data.insert("status".into(), wire::CANCELLED.into());
-            data.insert("finished_at".into(), now.as_str().into());
+            data.insert(field::STATUS.into(), wire::CANCELLED.into());
+            data.insert(field::FINISHED_AT.into(), now.as_str().into());
             (data, doc.version)
         }
         None => {
@@ -110,20 +110,23 @@ async fn cancel(
             }
             let mut data = Data::new();
             for (k, v) in [
-                ("created_at", Value::from(now.as_str())),
-                ("job", job.spec.name().into()),
-                ("run_id", run_id.into()),
-                ("module_id", shared.module_id.as_str().into()),
-                ("status", wire::CANCELLED.into()),
-                ("attempt", Value::Int(0)),
-                ("max_attempts", Value::Int(i64::from(job.spec.attempts()))),
-                ("instance", shared.links.instance_id.as_str().into()),
+                (field::CREATED_AT, Value::from(now.as_str())),
+                (field::JOB, job.spec.name().into()),
+                (field::RUN_ID, run_id.into()),
+                (field::MODULE_ID, shared.module_id.as_str().into()),
+                (field::STATUS, wire::CANCELLED.into()),
+                (field::ATTEMPT, Value::Int(0)),
                 (
-                    "sequence",
+                    field::MAX_ATTEMPTS,
+                    Value::Int(i64::from(job.spec.attempts())),
+                ),
+                (field::INSTANCE, shared.links.instance_id.as_str().into()),
+                (
+                    field::SEQUENCE,
                     Value::Int(i64::try_from(sequence).unwrap_or(i64::MAX)),
                 ),
-                ("error", "".into()),
-                ("finished_at", now.as_str().into()),
+                (field::ERROR, "".into()),
+                (field::FINISHED_AT, now.as_str().into()),
             ] {
                 data.insert(k.to_owned(), v);
             }

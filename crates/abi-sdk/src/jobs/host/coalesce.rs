@@ -15,7 +15,7 @@
 //! `finished_at` from the hosts' clocks, `fired_at` from the server's).
 
 use abi_document_model::{Data, Datetime, FindQuery, Predicate, Value};
-use abi_wire::jobs as wire;
+use abi_wire::jobs::{self as wire, field};
 
 use super::Shared;
 use crate::error::CallError;
@@ -33,15 +33,15 @@ pub(super) async fn overlapping(
         .unwrap_or(now)
         .isoformat();
     let running = vec![
-        Predicate::new("job", "eq", job),
-        Predicate::new("status", "eq", wire::RUNNING),
-        Predicate::new("started_at", "lte", fired),
-        Predicate::new("heartbeat_at", "gt", alive),
+        Predicate::new(field::JOB, "eq", job),
+        Predicate::new(field::STATUS, "eq", wire::RUNNING),
+        Predicate::new(field::STARTED_AT, "lte", fired),
+        Predicate::new(field::HEARTBEAT_AT, "gt", alive),
     ];
     let finished = vec![
-        Predicate::new("job", "eq", job),
-        Predicate::new("started_at", "lte", fired),
-        Predicate::new("finished_at", "gt", fired),
+        Predicate::new(field::JOB, "eq", job),
+        Predicate::new(field::STARTED_AT, "lte", fired),
+        Predicate::new(field::FINISHED_AT, "gt", fired),
     ];
     for where_ in [running, finished] {
         let query = FindQuery {
@@ -65,19 +65,19 @@ pub(super) async fn overlapping(
 /// The fields of a coalesced tick's record, from those its run would have
 /// started with: SKIPPED, never started, no attempt used.
 pub(super) fn skipped(mut fields: Data, attempts_used: i64, other: &str) -> Data {
-    fields.remove("started_at");
-    fields.remove("heartbeat_at");
+    fields.remove(field::STARTED_AT);
+    fields.remove(field::HEARTBEAT_AT);
     let now = crate::jobs::time::now_iso();
     for (k, v) in [
-        ("status", Value::from(wire::SKIPPED)),
-        ("attempt", Value::Int(attempts_used)),
-        ("logs", Value::List(Vec::new())),
-        ("result", Value::Null),
+        (field::STATUS, Value::from(wire::SKIPPED)),
+        (field::ATTEMPT, Value::Int(attempts_used)),
+        (field::LOGS, Value::List(Vec::new())),
+        (field::RESULT, Value::Null),
         (
-            "skip_reason",
+            field::SKIP_REASON,
             format!("Coalesced: fired while run {other} was still going").into(),
         ),
-        ("finished_at", now.into()),
+        (field::FINISHED_AT, now.into()),
     ] {
         fields.insert(k.to_owned(), v);
     }

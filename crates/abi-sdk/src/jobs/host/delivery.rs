@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abi_document_model::{Data, Document, Value};
-use abi_wire::jobs as wire;
+use abi_wire::jobs::{self as wire, field};
 use async_nats::jetstream::Message;
 use bytes::Bytes;
 use tracing::{debug, error, info, warn};
@@ -184,16 +184,16 @@ pub(super) async fn handle_at(
             Prior::Read(doc) => (Some(doc), true),
         };
         let replace = existing.as_ref().is_some_and(|doc| {
-            text(&doc.data, "fired_at")
+            text(&doc.data, field::FIRED_AT)
                 .is_some_and(|recorded| !recorded.is_empty() && recorded != fired)
         });
         let attempt = match existing.as_ref().filter(|_| !replace) {
             Some(doc) => {
-                let status = text(&doc.data, "status").unwrap_or_default();
+                let status = text(&doc.data, field::STATUS).unwrap_or_default();
                 if wire::TERMINAL_STATUSES.contains(&status.as_str()) {
                     return retire(shared, &msg, &status).await;
                 }
-                let before = match doc.data.get("attempt") {
+                let before = match doc.data.get(field::ATTEMPT) {
                     Some(Value::Int(n)) => *n,
                     _ => 0,
                 };
@@ -294,24 +294,27 @@ async fn run_attempt(
     let mut put = |k: &str, v: Value| {
         fields.insert(k.to_owned(), v);
     };
-    put("job", job.spec.name().into());
-    put("run_id", run_id.into());
-    put("module_id", shared.module_id.as_str().into());
-    put("status", wire::RUNNING.into());
-    put("attempt", Value::Int(attempt));
-    put("max_attempts", Value::Int(i64::from(job.spec.attempts())));
-    put("trigger", to_doc(&trigger));
-    put("payload", to_doc(&payload));
-    put("instance", shared.links.instance_id.as_str().into());
+    put(field::JOB, job.spec.name().into());
+    put(field::RUN_ID, run_id.into());
+    put(field::MODULE_ID, shared.module_id.as_str().into());
+    put(field::STATUS, wire::RUNNING.into());
+    put(field::ATTEMPT, Value::Int(attempt));
     put(
-        "sequence",
+        field::MAX_ATTEMPTS,
+        Value::Int(i64::from(job.spec.attempts())),
+    );
+    put(field::TRIGGER, to_doc(&trigger));
+    put(field::PAYLOAD, to_doc(&payload));
+    put(field::INSTANCE, shared.links.instance_id.as_str().into());
+    put(
+        field::SEQUENCE,
         Value::Int(i64::try_from(sequence).unwrap_or(i64::MAX)),
     );
-    put("fired_at", fired.into());
-    put("started_at", started_at.as_str().into());
-    put("heartbeat_at", now_iso().into());
-    put("trace_id", "".into());
-    put("error", "".into());
+    put(field::FIRED_AT, fired.into());
+    put(field::STARTED_AT, started_at.as_str().into());
+    put(field::HEARTBEAT_AT, now_iso().into());
+    put(field::TRACE_ID, "".into());
+    put(field::ERROR, "".into());
     if job.spec.coalesces_ticks() && trigger["kind"] == wire::SCHEDULE_TRIGGER {
         match super::coalesce::overlapping(shared, job.spec.name(), run_id, fired).await {
             Ok(Some(other)) => {
@@ -362,12 +365,12 @@ async fn run_attempt(
         }
         Outcome::HandBack => {
             let mut fields = Data::new();
-            fields.insert("status".into(), wire::RETRYING.into());
-            fields.insert("attempt".into(), Value::Int(attempt - 1));
-            fields.insert("error".into(), HANDED_BACK.into());
-            fields.insert("retry_at".into(), now_iso().into());
-            fields.insert("heartbeat_at".into(), now_iso().into());
-            fields.insert("logs".into(), logs(&cx));
+            fields.insert(field::STATUS.into(), wire::RETRYING.into());
+            fields.insert(field::ATTEMPT.into(), Value::Int(attempt - 1));
+            fields.insert(field::ERROR.into(), HANDED_BACK.into());
+            fields.insert(field::RETRY_AT.into(), now_iso().into());
+            fields.insert(field::HEARTBEAT_AT.into(), now_iso().into());
+            fields.insert(field::LOGS.into(), logs(&cx));
             if msg.reply.is_none() {
                 // Re-driven here: released to any host's upkeep.
                 fields.insert(super::retry::OWNER.into(), "".into());
@@ -453,11 +456,11 @@ async fn finish(
         error = format!("Trigger expired before it could be retried; {error}");
     }
     let mut fields = Data::new();
-    fields.insert("status".into(), status.into());
-    fields.insert("logs".into(), logs(cx));
-    fields.insert("error".into(), error.into());
+    fields.insert(field::STATUS.into(), status.into());
+    fields.insert(field::LOGS.into(), logs(cx));
+    fields.insert(field::ERROR.into(), error.into());
     if status == wire::RETRYING {
-        fields.insert("retry_at".into(), iso_after(retry_delay).into());
+        fields.insert(field::RETRY_AT.into(), iso_after(retry_delay).into());
         fields.insert(
             super::retry::OWNER.into(),
             shared.links.instance_id.as_str().into(),
@@ -465,15 +468,15 @@ async fn finish(
     }
     let terminal = wire::TERMINAL_STATUSES.contains(&status);
     if terminal {
-        fields.insert("finished_at".into(), now_iso().into());
+        fields.insert(field::FINISHED_AT.into(), now_iso().into());
     }
     if matches!(status, wire::SUCCEEDED | wire::SKIPPED) {
         let value = result.unwrap_or(serde_json::Value::Null);
-        fields.insert("result".into(), result_value(&value));
+        fields.insert(field::RESULT.into(), result_value(&value));
     }
     if status == wire::SKIPPED {
         fields.insert(
-            "skip_reason".into(),
+            field::SKIP_REASON.into(),
             cx.skipped().unwrap_or_default().into(),
         );
     }

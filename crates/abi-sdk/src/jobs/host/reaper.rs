@@ -11,7 +11,7 @@
 //! reads one page of 1000 and never sees the rest).
 
 use abi_document_model::{Data, Datetime, FindQuery, Predicate, Value};
-use abi_wire::jobs as wire;
+use abi_wire::jobs::{self as wire, field};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt as _;
 use std::sync::Arc;
@@ -51,9 +51,9 @@ pub(super) async fn reap(shared: &Arc<Shared>, jobs: &[Job]) -> Result<usize, Jo
         let job = &Arc::new(job.clone());
         let query = FindQuery {
             where_: vec![
-                Predicate::new("job", "eq", job.spec.name()),
+                Predicate::new(field::JOB, "eq", job.spec.name()),
                 Predicate::new(
-                    "status",
+                    field::STATUS,
                     "in",
                     Value::List(vec![wire::RUNNING.into(), wire::RETRYING.into()]),
                 ),
@@ -73,9 +73,9 @@ pub(super) async fn reap(shared: &Arc<Shared>, jobs: &[Job]) -> Result<usize, Jo
                 continue;
             };
             let mut data = doc.data.clone();
-            data.insert("status".into(), wire::FAILED.into());
-            data.insert("error".into(), error.into());
-            data.insert("finished_at".into(), now_iso.as_str().into());
+            data.insert(field::STATUS.into(), wire::FAILED.into());
+            data.insert(field::ERROR.into(), error.into());
+            data.insert(field::FINISHED_AT.into(), now_iso.as_str().into());
             match shared
                 .links
                 .documents
@@ -117,12 +117,12 @@ async fn lost(
     now: &str,
     cutoff: &str,
 ) -> Result<Option<String>, JobHostError> {
-    let mut last_seen = text(data, "heartbeat_at");
+    let mut last_seen = text(data, field::HEARTBEAT_AT);
     if last_seen.is_empty() {
-        last_seen = text(data, "started_at");
+        last_seen = text(data, field::STARTED_AT);
     }
-    let error = if text(data, "status") == wire::RETRYING {
-        let mut due = text(data, "retry_at");
+    let error = if text(data, field::STATUS) == wire::RETRYING {
+        let mut due = text(data, field::RETRY_AT);
         if due.is_empty() {
             due.clone_from(&last_seen);
         }
@@ -136,7 +136,7 @@ async fn lost(
             return Ok(None);
         }
         let lost = format!("Lost: no heartbeat since {last_seen}");
-        if int(data, "attempt", 1) >= int(data, "max_attempts", 1) {
+        if int(data, field::ATTEMPT, 1) >= int(data, field::MAX_ATTEMPTS, 1) {
             return Ok(Some(format!(
                 "{lost} (its host stopped before the run finished)"
             )));
@@ -155,7 +155,7 @@ async fn trigger_gone(
     run_id: &str,
     data: &Data,
 ) -> Result<bool, JobHostError> {
-    let sequence = match data.get("sequence") {
+    let sequence = match data.get(field::SEQUENCE) {
         Some(Value::Int(n)) if *n > 0 => u64::try_from(*n).ok(),
         _ => wire::parse_run_id(run_id).map(|(_, seq)| seq),
     };

@@ -9,14 +9,14 @@
 //! Only a `VERSION_CONFLICT` makes it read the record and check the fence.
 
 use abi_document_model::{CollectionSpec, Data, Document, FieldSpec, Value};
-use abi_wire::jobs as wire;
+use abi_wire::jobs::{self as wire, field};
 
 use super::{JobHostError, Shared};
 use crate::CallErrorKind;
 use crate::error::CallError;
 
 /// The record fields the reference indexes (retention and the UI query them).
-const INDEXED: [&str; 3] = ["job", "status", "finished_at"];
+const INDEXED: [&str; 3] = [field::JOB, field::STATUS, field::FINISHED_AT];
 /// Compare-and-swap tries of one save (the reference's three).
 const SAVE_TRIES: usize = 3;
 
@@ -61,10 +61,10 @@ pub(super) struct Kept {
 impl Fence {
     /// Whether `data` is still this attempt, running.
     fn holds(&self, data: &Data) -> bool {
-        data.get("status") == Some(&Value::from(wire::RUNNING))
-            && data.get("attempt") == Some(&Value::Int(self.attempt))
-            && data.get("instance") == Some(&Value::from(self.instance.as_str()))
-            && data.get("started_at") == Some(&Value::from(self.started_at.as_str()))
+        data.get(field::STATUS) == Some(&Value::from(wire::RUNNING))
+            && data.get(field::ATTEMPT) == Some(&Value::Int(self.attempt))
+            && data.get(field::INSTANCE) == Some(&Value::from(self.instance.as_str()))
+            && data.get(field::STARTED_AT) == Some(&Value::from(self.started_at.as_str()))
     }
 }
 
@@ -118,7 +118,7 @@ async fn write(
 fn created() -> Data {
     let mut data = Data::new();
     data.insert(
-        "created_at".into(),
+        field::CREATED_AT.into(),
         Value::from(super::super::time::now_iso()),
     );
     data

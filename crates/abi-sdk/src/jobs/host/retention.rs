@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use abi_document_model::{Datetime, FindQuery, OrderBy, Predicate, Value};
-use abi_wire::jobs as wire;
+use abi_wire::jobs::{self as wire, field};
 use futures::StreamExt as _;
 use tracing::info;
 
@@ -87,9 +87,9 @@ pub(super) async fn prune(
                 return Ok(batch);
             }
             let where_ = vec![
-                Predicate::new("job", "eq", name),
-                Predicate::new("status", "in", statuses(list)),
-                Predicate::new("finished_at", "lt", cutoff(now, max_age)),
+                Predicate::new(field::JOB, "eq", name),
+                Predicate::new(field::STATUS, "in", statuses(list)),
+                Predicate::new(field::FINISHED_AT, "lt", cutoff(now, max_age)),
             ];
             budget -= delete(shared, where_, None, budget).await?;
         }
@@ -97,8 +97,8 @@ pub(super) async fn prune(
             return Ok(batch);
         }
         let finished = vec![
-            Predicate::new("job", "eq", name),
-            Predicate::new("status", "in", statuses(&wire::TERMINAL_STATUSES)),
+            Predicate::new(field::JOB, "eq", name),
+            Predicate::new(field::STATUS, "in", statuses(&wire::TERMINAL_STATUSES)),
         ];
         let count = shared
             .links
@@ -109,7 +109,7 @@ pub(super) async fn prune(
             .unwrap_or(0)
             .saturating_sub(retention.max_runs_per_job.max(1));
         if excess > 0 {
-            let order = Some(OrderBy::asc("finished_at"));
+            let order = Some(OrderBy::asc(field::FINISHED_AT));
             budget -= delete(shared, finished, order, excess.min(budget)).await?;
         }
     }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abi_document_model::{Data, Datetime, Document, FindQuery, Predicate, Value};
-use abi_wire::jobs as wire;
+use abi_wire::jobs::{self as wire, field};
 use async_nats::jetstream::Message;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt as _;
@@ -86,7 +86,7 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
             return schedule(shared, job, run_id, sequence, later);
         }
     };
-    let owned = text(&doc.data, "status").as_deref() == Some(wire::RETRYING)
+    let owned = text(&doc.data, field::STATUS).as_deref() == Some(wire::RETRYING)
         && text(&doc.data, OWNER).as_deref() == Some(shared.links.instance_id.as_str());
     if !owned {
         // Cancelled, taken over, or finished meanwhile.
@@ -111,7 +111,7 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
             return schedule(shared, job, run_id, sequence, later);
         }
     };
-    let attempt = match doc.data.get("attempt") {
+    let attempt = match doc.data.get(field::ATTEMPT) {
         Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
         _ => 0,
     };
@@ -139,12 +139,12 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
 /// The trigger left the stream before its retry: the run cannot go on.
 async fn expire(shared: &Shared, job: &Job, run_id: &str, doc: Document) {
     let mut data = doc.data;
-    data.insert("status".into(), wire::FAILED.into());
+    data.insert(field::STATUS.into(), wire::FAILED.into());
     data.insert(
-        "error".into(),
+        field::ERROR.into(),
         "Trigger expired before it could be retried".into(),
     );
-    data.insert("finished_at".into(), now_iso().into());
+    data.insert(field::FINISHED_AT.into(), now_iso().into());
     match shared
         .links
         .documents
@@ -165,10 +165,10 @@ pub(super) async fn sweep(shared: &Arc<Shared>, jobs: &[Arc<Job>]) -> Result<usi
     for job in jobs {
         let query = FindQuery {
             where_: vec![
-                Predicate::new("job", "eq", job.spec.name()),
-                Predicate::new("status", "eq", wire::RETRYING),
+                Predicate::new(field::JOB, "eq", job.spec.name()),
+                Predicate::new(field::STATUS, "eq", wire::RETRYING),
                 Predicate::new(OWNER, "exists", Value::Bool(true)),
-                Predicate::new("retry_at", "lte", due.as_str()),
+                Predicate::new(field::RETRY_AT, "lte", due.as_str()),
             ],
             ..FindQuery::default()
         };
@@ -210,14 +210,14 @@ pub(super) async fn take_over(
     }
     let me = shared.links.instance_id.as_str();
     let now = Datetime::now();
-    let last_seen = text(&doc.data, "heartbeat_at")
+    let last_seen = text(&doc.data, field::HEARTBEAT_AT)
         .filter(|s| !s.is_empty())
-        .or_else(|| text(&doc.data, "started_at"))
+        .or_else(|| text(&doc.data, field::STARTED_AT))
         .unwrap_or_default();
     // Timestamps compare as text, as the reference compares them.
-    let due = match text(&doc.data, "status").as_deref() {
+    let due = match text(&doc.data, field::STATUS).as_deref() {
         Some(wire::RETRYING) if owner != me => {
-            let at = text(&doc.data, "retry_at")
+            let at = text(&doc.data, field::RETRY_AT)
                 .filter(|s| !s.is_empty())
                 .unwrap_or_else(|| last_seen.clone());
             let by = if owner.is_empty() {
@@ -233,7 +233,7 @@ pub(super) async fn take_over(
     if !due {
         return Ok(false);
     }
-    let sequence = match doc.data.get("sequence") {
+    let sequence = match doc.data.get(field::SEQUENCE) {
         Some(Value::Int(n)) if *n > 0 => u64::try_from(*n).ok(),
         _ => wire::parse_run_id(&doc.id).map(|(_, seq)| seq),
     };
@@ -241,9 +241,9 @@ pub(super) async fn take_over(
         return Ok(false);
     };
     let mut data = doc.data.clone();
-    data.insert("status".into(), wire::RETRYING.into());
+    data.insert(field::STATUS.into(), wire::RETRYING.into());
     data.insert(OWNER.into(), me.into());
-    data.insert("retry_at".into(), now.isoformat().into());
+    data.insert(field::RETRY_AT.into(), now.isoformat().into());
     match shared
         .links
         .documents

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use abi_document_model::Data;
-use abi_wire::jobs as wire;
+use abi_wire::jobs::{self as wire, field};
 use async_nats::jetstream::Message;
 use tokio::time::Instant;
 use tracing::warn;
@@ -64,8 +64,8 @@ pub(super) async fn supervise(
             _ = ticker.tick() => {
                 reply(shared, msg, wire::IN_PROGRESS).await;
                 let mut fields = Data::new();
-                fields.insert("logs".into(), logs(cx));
-                fields.insert("heartbeat_at".into(), now_iso().into());
+                fields.insert(field::LOGS.into(), logs(cx));
+                fields.insert(field::HEARTBEAT_AT.into(), now_iso().into());
                 match record::save(shared, run_id, &fields, fence).await {
                     Ok(Saved::Written) => {}
                     Ok(Saved::Fenced) => {
