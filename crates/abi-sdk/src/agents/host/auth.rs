@@ -88,13 +88,8 @@ pub(crate) async fn authorize(
     let now = Instant::now();
     let session = &shared.links.session;
     if let Some(caller) = shared.auth.cached(token, name, now) {
-        if new_invocation && session.current_status() != Status::Ready {
-            // Discovery's answer to a submit for a provider not READY (the
-            // refusal prefixes the code, as it does to discovery's message).
-            return Err(
-                CallError::new(CallErrorKind::ModuleUnavailable, "Provider is not ready")
-                    .with_code("MODULE_UNAVAILABLE"),
-            );
+        if new_invocation {
+            ready(session.current_status())?;
         }
         return Ok(caller);
     }
@@ -116,6 +111,21 @@ pub(crate) async fn authorize(
     };
     shared.auth.remember(token, name, &caller, now);
     Ok(caller)
+}
+
+/// Whether this instance may accept a new run at `status`: discovery's own
+/// answer to a submit for a provider not READY otherwise (its code, and its
+/// message, which is the reference's `str(DiscoveryError)`, "CODE: text"), so
+/// the refusal built from it is the one built from discovery's.
+fn ready(status: Status) -> Result<(), CallError> {
+    if status == Status::Ready {
+        return Ok(());
+    }
+    Err(CallError::new(
+        CallErrorKind::ModuleUnavailable,
+        "MODULE_UNAVAILABLE: Provider is not ready",
+    )
+    .with_code("MODULE_UNAVAILABLE"))
 }
 
 fn unix_now() -> f64 {
@@ -170,6 +180,33 @@ fn base64url(text: &str) -> Option<Vec<u8>> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_cached_submit_refuses_as_discovery_unless_ready() {
+        assert!(ready(Status::Ready).is_ok());
+        for status in [
+            Status::Starting,
+            Status::Staged,
+            Status::Degraded,
+            Status::Draining,
+            Status::Unavailable,
+            Status::Stopped,
+        ] {
+            let refused = ready(status).unwrap_err();
+            assert_eq!(
+                refused.kind(),
+                CallErrorKind::ModuleUnavailable,
+                "{status:?}"
+            );
+            // Discovery's code and message (`str(DiscoveryError)`).
+            assert_eq!(refused.code(), Some("MODULE_UNAVAILABLE"), "{status:?}");
+            assert_eq!(
+                refused.message(),
+                "MODULE_UNAVAILABLE: Provider is not ready",
+                "{status:?}"
+            );
+        }
+    }
 
     #[test]
     fn a_token_bounds_its_cached_answer() {
