@@ -4,10 +4,7 @@
 //! binary, and the Python reference's module under its `run_module`, a few
 //! calls each. A correctness check of the tables only: no timing is asserted.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use crate::common::{cells, is_latency, is_number};
+use crate::common::{SmokeRun, is_latency, is_number};
 
 const COLUMNS: [&str; 3] = [
     "raw request-reply floor",
@@ -15,52 +12,12 @@ const COLUMNS: [&str; 3] = [
     "reference (Python ModelHost, AgentHost)",
 ];
 
-/// The workspace binary `name` of this test's profile (built only when missing).
-fn binary(name: &str) -> PathBuf {
-    abi_test_support::workspace_binary(Path::new(env!("CARGO_BIN_EXE_abi-bench")), name, name)
-}
-
 #[test]
 fn smoke_run_measures_every_call_kind_on_every_target() {
-    let _alone = crate::common::ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let out = Command::new(env!("CARGO_BIN_EXE_abi-bench"))
-        .args(["agents", "--smoke", "--discovery-bin"])
-        .arg(binary("abi-discovery"))
-        .arg("--documents-bin")
-        .arg(binary("abi-documents"))
-        .output()
-        .expect("run abi-bench agents");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "abi-bench agents failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    assert!(
-        stdout.contains("one after another on one nats-server"),
-        "the notes say how the targets shared the bus:\n{stdout}"
-    );
-
-    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('|')).collect();
-    let header = cells(lines[0]);
-    assert_eq!(header[0], "metric");
-    assert_eq!(&header[1..], COLUMNS, "columns");
-    let split = lines
-        .iter()
-        .position(|l| l.starts_with("| target |"))
-        .expect("a verdict table");
-    let rows: Vec<Vec<String>> = lines[2..split].iter().map(|l| cells(l)).collect();
-    for row in &rows {
-        assert_eq!(row.len(), 1 + COLUMNS.len(), "row width: {row:?}");
-    }
-    let row = |prefix: &str| -> &Vec<String> {
-        let found: Vec<_> = rows.iter().filter(|r| r[0].starts_with(prefix)).collect();
-        assert_eq!(found.len(), 1, "row {prefix:?} in:\n{stdout}");
-        found[0]
-    };
+    let run = SmokeRun::run("agents", &COLUMNS);
+    let stdout = &run.stdout;
+    let rows = &run.rows;
+    let row = |prefix: &str| run.row(prefix);
     // The floor measures only request-reply; the hosts only chats and invokes.
     let (floor, hosts) = (1..2, 2..4);
     for (kind, measured_by) in [
@@ -140,7 +97,7 @@ fn smoke_run_measures_every_call_kind_on_every_target() {
     assert_eq!(&failed[1..], ["0", "0", "0"], "every call succeeded");
     assert_eq!(rows.len(), 17, "no other rows:\n{stdout}");
 
-    let verdicts: Vec<Vec<String>> = lines[split..].iter().map(|l| cells(l)).collect();
+    let verdicts = &run.verdicts;
     assert_eq!(verdicts[0], ["target", "measured", "verdict"]);
     assert_eq!(verdicts.len(), 2 + 2, "two targets:\n{stdout}");
     for verdict in &verdicts[2..] {
