@@ -31,13 +31,28 @@ const INHERITED_SETTINGS: [&str; 8] = [
 /// Deadline of one readiness probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Where the platform's binaries are (`None`: next to this executable).
-#[derive(Debug, Clone, Default)]
+/// Where the platform's binaries and the reference's Python are: the flags
+/// `abi-bench jobs` and `abi-bench agents` share.
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct Binaries {
-    /// `abi-discovery`.
+    /// The `abi-discovery` binary (default: next to this executable).
+    #[arg(long = "discovery-bin", env = "ABI_DISCOVERY_BIN")]
     pub discovery: Option<std::path::PathBuf>,
-    /// `abi-documents`.
+    /// The `abi-documents` binary (default: next to this executable).
+    #[arg(long = "documents-bin", env = "ABI_DOCUMENTS_BIN")]
     pub documents: Option<std::path::PathBuf>,
+    /// Python with naas_abi_sdk installed (default: <workspace>/.venv/bin/python).
+    #[arg(long, env = "ABI_PYTHON")]
+    pub python: Option<std::path::PathBuf>,
+}
+
+impl Binaries {
+    /// The Python that runs the reference.
+    pub fn python(&self) -> std::path::PathBuf {
+        self.python
+            .clone()
+            .unwrap_or_else(|| service::workspace_root().join(".venv/bin/python"))
+    }
 }
 
 /// The running shared services.

@@ -71,15 +71,9 @@ pub struct Args {
     /// Leave the Python reference out (its column reads "skipped").
     #[arg(long)]
     pub skip_reference: bool,
-    /// The `abi-discovery` binary (default: next to this executable).
-    #[arg(long, env = "ABI_DISCOVERY_BIN")]
-    pub discovery_bin: Option<PathBuf>,
-    /// The `abi-documents` binary (default: next to this executable).
-    #[arg(long, env = "ABI_DOCUMENTS_BIN")]
-    pub documents_bin: Option<PathBuf>,
-    /// Python with naas_abi_sdk installed (default: <workspace>/.venv/bin/python).
-    #[arg(long, env = "ABI_PYTHON")]
-    pub python: Option<PathBuf>,
+    /// The platform's binaries and the reference's Python.
+    #[command(flatten)]
+    pub bins: platform::Binaries,
     /// The reference host script (default: crates/abi-bench/python/job_bench_peer.py).
     #[arg(long)]
     pub reference_script: Option<PathBuf>,
@@ -162,18 +156,12 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     let load_before = platform::load_average();
     let started = Instant::now();
     let root = service::workspace_root();
-    let python = args
-        .python
-        .clone()
-        .unwrap_or_else(|| root.join(".venv/bin/python"));
+    let python = args.bins.python();
     let script = args
         .reference_script
         .clone()
         .unwrap_or_else(|| root.join("crates/abi-bench/python/job_bench_peer.py"));
-    let bins = platform::Binaries {
-        discovery: args.discovery_bin.clone(),
-        documents: args.documents_bin.clone(),
-    };
+    let bins = args.bins.clone();
     let platform = platform::Platform::start(bins, PROJECT, SECRET).await?;
     let client = async_nats::connect(platform.url())
         .await
