@@ -11,9 +11,7 @@ use abi_documents::store::{SqliteConfig, SqliteStore};
 use abi_process::{NatsSettings, Secret};
 use abi_sdk::TokenSource;
 use abi_sdk::jobs::{JobClient, WaitErrorKind};
-use abi_test_support::{
-    NatsServer, python, requests, spawn_until_ready, unique_name, workspace_root,
-};
+use abi_test_support::{NatsServer, python, requests, unique_name, workspace_root};
 use abi_wire::ServerList;
 use abi_wire::jobs;
 use serde_json::json;
@@ -95,23 +93,14 @@ impl Setup {
 
     /// The reference `JobHost` serving `jobs` of `module`, once its consumers exist.
     async fn python_host(&self, module: &str, jobs: &[&str]) -> Child {
-        let script = workspace_root().join("tests/interop/job_peer.py");
-        let mut command = Command::new(python());
-        command
-            .arg(&script)
-            .args([
-                "serve",
-                &self.server.url(),
-                &self.token(module),
-                &self.project,
-                module,
-            ])
-            .args(jobs)
-            .env("PYTHONUNBUFFERED", "1")
-            .stdin(std::process::Stdio::null());
-        spawn_until_ready(command, "ready", DEADLINE)
-            .await
-            .expect("the reference job host starts")
+        super::jobs_fixture::reference_job_host(
+            &self.server.url(),
+            &self.token(module),
+            &self.project,
+            module,
+            jobs,
+        )
+        .await
     }
 
     /// A trigger through the reference's `JobProxy`: (run id, duplicate).

@@ -11,12 +11,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use abi_sdk::jobs::{JobSpec, RunRecord};
-use abi_test_support::{python, spawn_until_ready, workspace_root};
+use abi_test_support::{python, workspace_root};
 use abi_wire::jobs;
 use serde_json::json;
 use tokio::process::{Child, Command};
 
-use super::jobs_fixture::{DEADLINE, Setup, fast};
+use super::jobs_fixture::{DEADLINE, Setup, fast, reference_job_host, stop_reference};
 
 const MODULE: &str = "acme.billing";
 const CHARS: usize = 250_000;
@@ -26,34 +26,14 @@ fn big_payload() -> serde_json::Value {
 }
 
 async fn python_host(setup: &Setup) -> Child {
-    let mut command = Command::new(python());
-    command
-        .arg(workspace_root().join("tests/interop/job_peer.py"))
-        .args([
-            "serve",
-            &setup.server.url(),
-            &setup.token(MODULE),
-            &setup.project,
-            MODULE,
-            "ingest",
-        ])
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(std::process::Stdio::null());
-    spawn_until_ready(command, "ready", DEADLINE)
-        .await
-        .expect("the reference job host starts")
-}
-
-async fn stop_python(mut host: Child) {
-    let pid = host.id().unwrap();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let status = tokio::time::timeout(DEADLINE, host.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "the reference host stopped with {status}");
+    reference_job_host(
+        &setup.server.url(),
+        &setup.token(MODULE),
+        &setup.project,
+        MODULE,
+        &["ingest"],
+    )
+    .await
 }
 
 /// The stored trigger of `run_id` is a claim check: empty body, both headers.
@@ -97,7 +77,7 @@ async fn large_triggers_travel_as_claim_checks_between_the_reference_and_us() {
     let run = job.trigger(big_payload(), None).await.unwrap();
     assert_claim_checked(&setup, run.run_id()).await;
     assert_whole(&run.wait(DEADLINE).await.unwrap(), "acme.billing-py-1");
-    stop_python(reference).await;
+    stop_reference(reference).await;
 
     // Ours → our host.
     let (host, _) = setup

@@ -13,7 +13,9 @@ use abi_process::{NatsSettings, Secret};
 use abi_sdk::jobs::host::JobHostLinks;
 use abi_sdk::jobs::{JobClient, JobContext, JobError, JobHost, JobHostOptions, JobSpec};
 use abi_sdk::{DocumentClient, TokenSource};
-use abi_test_support::{NatsServer, requests, unique_name};
+use abi_test_support::{
+    NatsServer, python, requests, spawn_until_ready, unique_name, workspace_root,
+};
 use abi_wire::ServerList;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -223,4 +225,38 @@ fn handler(
             Ok(json!({"echo": p, "host": instance}))
         })
     }
+}
+
+/// The reference's `JobHost` serving `jobs` of `module` (`tests/interop/job_peer.py
+/// serve`), once it printed that every consumer exists.
+pub async fn reference_job_host(
+    url: &str,
+    token: &str,
+    project: &str,
+    module: &str,
+    jobs: &[&str],
+) -> tokio::process::Child {
+    let mut command = tokio::process::Command::new(python());
+    command
+        .arg(workspace_root().join("tests/interop/job_peer.py"))
+        .args(["serve", url, token, project, module])
+        .args(jobs)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(std::process::Stdio::null());
+    spawn_until_ready(command, "ready", DEADLINE)
+        .await
+        .expect("the reference job host starts")
+}
+
+/// Stops a reference job host with SIGTERM; it must exit cleanly.
+pub async fn stop_reference(mut host: tokio::process::Child) {
+    let pid = host.id().expect("a running reference host");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let status = tokio::time::timeout(DEADLINE, host.wait())
+        .await
+        .expect("the reference host stops in time")
+        .expect("its exit status");
+    assert!(status.success(), "the reference host stopped with {status}");
 }

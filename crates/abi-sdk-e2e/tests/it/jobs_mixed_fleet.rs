@@ -9,45 +9,25 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use abi_sdk::jobs::{JobHostOptions, JobSpec};
-use abi_test_support::{python, spawn_until_ready, wait_until, workspace_root};
+use abi_test_support::wait_until;
 use abi_wire::jobs;
 use serde_json::json;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
-use super::jobs_fixture::{DEADLINE, Setup};
+use super::jobs_fixture::{DEADLINE, Setup, reference_job_host, stop_reference};
 
 const MODULE: &str = "acme.billing";
 const PY_INSTANCE: &str = "acme.billing-py-1";
 
 async fn python_host(setup: &Setup) -> Child {
-    let mut command = Command::new(python());
-    command
-        .arg(workspace_root().join("tests/interop/job_peer.py"))
-        .args([
-            "serve",
-            &setup.server.url(),
-            &setup.token(MODULE),
-            &setup.project,
-            MODULE,
-            "ingest",
-        ])
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(std::process::Stdio::null());
-    spawn_until_ready(command, "ready", DEADLINE)
-        .await
-        .expect("the reference job host starts")
-}
-
-async fn stop_python(mut host: Child) {
-    let pid = host.id().unwrap();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let status = tokio::time::timeout(DEADLINE, host.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "the reference host stopped with {status}");
+    reference_job_host(
+        &setup.server.url(),
+        &setup.token(MODULE),
+        &setup.project,
+        MODULE,
+        &["ingest"],
+    )
+    .await
 }
 
 async fn consumer_config(setup: &Setup) -> serde_json::Value {
@@ -96,7 +76,7 @@ async fn the_reference_host_and_ours_share_a_job_its_consumer_and_its_records() 
     assert_eq!(by_host.get("rust-1").copied().unwrap_or(0), calls.count());
     assert_eq!(by_host.values().sum::<usize>(), 24);
     assert!(by_host.len() == 2, "both hosts ran some: {by_host:?}");
-    stop_python(python).await;
+    stop_reference(python).await;
 
     // Ours starts a run, the reference host comes back, ours closes: the
     // reference takes the run over from our record (same trigger: it keeps
@@ -130,7 +110,7 @@ async fn the_reference_host_and_ours_share_a_job_its_consumer_and_its_records() 
     })
     .await
     .unwrap();
-    stop_python(python).await;
+    stop_reference(python).await;
     let record = run.status().await.unwrap();
     assert_eq!(
         (record.status.as_str(), record.error.as_str()),
