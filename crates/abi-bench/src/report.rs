@@ -107,3 +107,32 @@ pub fn table(columns: &[Column], callers: usize) -> String {
     row("failed calls", &|c: &Column| Some(c.errors.to_string()));
     header + &out
 }
+
+/// A verdict cell: `**met**` or `**missed**`.
+pub fn judged(met: bool) -> &'static str {
+    if met { "**met**" } else { "**missed**" }
+}
+
+/// The measured and verdict cells of a "throughput at least `target` times
+/// the reference's" row, from our rate and the reference's (runs/s).
+pub fn throughput_verdict(
+    ours: Option<f64>,
+    reference: Option<f64>,
+    reference_skipped: bool,
+    target: f64,
+) -> (String, &'static str) {
+    match (ours, reference) {
+        _ if reference_skipped => (
+            "reference skipped".to_owned(),
+            "not judged (reference skipped)",
+        ),
+        (Some(a), Some(b)) if b > 0.0 => {
+            let ratio = a / b;
+            (
+                format!("{a:.0} vs {b:.0} runs/s: **{ratio:.1}x**"),
+                judged(ratio >= target),
+            )
+        }
+        _ => ("not measured".to_owned(), judged(false)),
+    }
+}

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use super::workload::Measured;
 use crate::measure::Summary;
+use crate::report::judged;
 use crate::service::Usage;
 
 /// The latency target: chat p50 at most this many times a raw
@@ -182,10 +183,6 @@ pub fn table(columns: &[Column], callers: usize) -> String {
     header + &out
 }
 
-fn judged(met: bool) -> &'static str {
-    if met { "**met**" } else { "**missed**" }
-}
-
 /// The verdict table on the two targets for our hosts.
 pub fn verdicts(raw: &Column, ours: &Column, reference: &Column, callers: usize) -> String {
     let mut out = String::from("| target | measured | verdict |\n|---|---|---|\n");
@@ -206,20 +203,12 @@ pub fn verdicts(raw: &Column, ours: &Column, reference: &Column, callers: usize)
         out,
         "| chat p50 <= {CHAT_P50_TARGET_RATIO:.0}x a raw request-reply | {line} | {verdict} |"
     );
-    let (line, verdict) = match (rate(&ours.agent), rate(&reference.agent)) {
-        _ if reference.skipped.is_some() => (
-            "reference skipped".to_owned(),
-            "not judged (reference skipped)",
-        ),
-        (Some(a), Some(b)) if b > 0.0 => {
-            let ratio = a / b;
-            (
-                format!("{a:.0} vs {b:.0} runs/s: **{ratio:.1}x**"),
-                judged(ratio >= AGENT_THROUGHPUT_TARGET_RATIO),
-            )
-        }
-        _ => ("not measured".to_owned(), judged(false)),
-    };
+    let (line, verdict) = crate::report::throughput_verdict(
+        rate(&ours.agent),
+        rate(&reference.agent),
+        reference.skipped.is_some(),
+        AGENT_THROUGHPUT_TARGET_RATIO,
+    );
     let _ = writeln!(
         out,
         "| agent invoke throughput with {callers} callers >= {AGENT_THROUGHPUT_TARGET_RATIO:.0}x the reference's | {line} | {verdict} |"

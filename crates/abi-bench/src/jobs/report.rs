@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use super::LEVELS;
 use super::workload::Cell;
 use crate::measure::Summary;
+use crate::report::judged;
 use crate::service::Usage;
 
 /// The latency target: trigger-to-start p50 on an idle host, ms.
@@ -127,28 +128,16 @@ pub fn table(columns: &[Column], triggers: usize) -> String {
     header + &out
 }
 
-fn judged(met: bool) -> &'static str {
-    if met { "**met**" } else { "**missed**" }
-}
-
 /// The verdict table on the two targets for our host.
 pub fn verdicts(ours: &Column, reference: &Column) -> String {
     let mut out = String::from("| target | measured | verdict |\n|---|---|---|\n");
     let rate = |c: &Column| c.throughput.get(&JUDGED_LEVEL).map(|t| t.rate);
-    let (line, verdict) = match (rate(ours), rate(reference)) {
-        _ if reference.skipped.is_some() => (
-            "reference skipped".to_owned(),
-            "not judged (reference skipped)",
-        ),
-        (Some(a), Some(b)) if b > 0.0 => {
-            let ratio = a / b;
-            (
-                format!("{a:.0} vs {b:.0} runs/s: **{ratio:.1}x**"),
-                judged(ratio >= THROUGHPUT_TARGET_RATIO),
-            )
-        }
-        _ => ("not measured".to_owned(), judged(false)),
-    };
+    let (line, verdict) = crate::report::throughput_verdict(
+        rate(ours),
+        rate(reference),
+        reference.skipped.is_some(),
+        THROUGHPUT_TARGET_RATIO,
+    );
     let _ = writeln!(
         out,
         "| throughput at max_concurrency {JUDGED_LEVEL} >= {THROUGHPUT_TARGET_RATIO:.0}x the reference's | {line} | {verdict} |"
