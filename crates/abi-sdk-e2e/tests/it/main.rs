@@ -17,6 +17,7 @@ mod cluster_seed_list;
 mod drain;
 mod interop;
 mod jobs_backoff;
+mod jobs_broker_crash;
 mod jobs_caller;
 mod jobs_cancel;
 mod jobs_cancel_auth;

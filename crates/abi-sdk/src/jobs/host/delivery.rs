@@ -11,12 +11,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use abi_document_model::{Data, Document, Value};
+use abi_document_model::{Data, Datetime, Document, Value};
 use abi_wire::jobs::{self as wire, field};
 use async_nats::jetstream::Message;
 use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
+use super::machine::{self, Decision, Facts};
 use super::record::{self, Fence, Saved};
 use super::supervise::{Outcome, supervise};
 use super::{Job, Shared};
@@ -59,13 +60,6 @@ fn backoff(shared: &Shared, attempt: u32) -> Duration {
 fn backoff_delay(base: Duration, max: Duration, attempt: u32) -> Duration {
     let exp = attempt.saturating_sub(1).min(31);
     base.saturating_mul(1u32 << exp).min(max)
-}
-
-fn text(data: &Data, key: &str) -> Option<String> {
-    match data.get(key) {
-        Some(Value::String(s)) => Some(s.clone()),
-        _ => None,
-    }
 }
 
 fn header(msg: &Message, name: &str) -> Option<String> {
@@ -183,28 +177,24 @@ pub(super) async fn handle_at(
             Prior::LikelyAbsent => (None, true),
             Prior::Read(doc) => (Some(doc), true),
         };
-        let replace = existing.as_ref().is_some_and(|doc| {
-            text(&doc.data, field::FIRED_AT)
-                .is_some_and(|recorded| !recorded.is_empty() && recorded != fired)
-        });
-        let attempt = match existing.as_ref().filter(|_| !replace) {
-            Some(doc) => {
-                let status = text(&doc.data, field::STATUS).unwrap_or_default();
-                if wire::TERMINAL_STATUSES.contains(&status.as_str()) {
-                    return retire(shared, &msg, &status).await;
-                }
-                let before = match doc.data.get(field::ATTEMPT) {
-                    Some(Value::Int(n)) => *n,
-                    _ => 0,
-                };
-                let attempt = before + 1;
-                if attempt > i64::from(job.spec.attempts()) {
-                    warn!(run_id = %run_id, delivery, "job run used its attempts; dropping the delivery");
-                    return reply(shared, &msg, wire::TERM).await;
-                }
-                attempt
+        let facts = Facts {
+            fired_at: &fired,
+            max_attempts: job.spec.attempts(),
+            running_here: shared.runs.contains(&run_id),
+            owner_fresh_for: shared.options.ack_wait,
+            now_micros: Datetime::now().unix_micros(),
+        };
+        let (attempt, replace) = match machine::on_delivery(
+            existing.as_ref().map(|d| &d.data),
+            facts,
+        ) {
+            Decision::Start { attempt, replace } => (attempt, replace),
+            Decision::Retire(status) => return retire(shared, &msg, &status).await,
+            Decision::Exhausted => {
+                warn!(run_id = %run_id, delivery, "job run used its attempts; dropping the delivery");
+                return reply(shared, &msg, wire::TERM).await;
             }
-            None => 1,
+            Decision::AwaitOwner { wait } => return await_owner(shared, &msg, &run_id, wait).await,
         };
         let start = Start {
             existing: existing.as_ref(),
@@ -289,6 +279,13 @@ async fn run_attempt(
             return Step::Done;
         }
     };
+    // Held from before the record is written: two attempts of one run never
+    // run here at once.
+    let Some(claim) = shared.runs.claim(run_id) else {
+        let wait = shared.options.ack_wait.max(machine::MIN_OWNER_WAIT);
+        await_owner(shared, msg, run_id, wait).await;
+        return Step::Done;
+    };
     let started_at = now_iso();
     let mut fields = Data::new();
     let mut put = |k: &str, v: Value| {
@@ -355,9 +352,8 @@ async fn run_attempt(
     };
     let attempt_u32 = u32::try_from(attempt).unwrap_or(u32::MAX);
     let cx = JobContext::new(run_id, job.spec.name(), attempt_u32, trigger, payload);
-    let control = shared.runs.add(run_id);
-    let outcome = supervise(shared, job, msg, &cx, &control, run_id, &mut fence).await;
-    shared.runs.remove(run_id);
+    let outcome = supervise(shared, job, msg, &cx, &claim.control, run_id, &mut fence).await;
+    drop(claim);
     cx.cancelled().cancel();
     match outcome {
         Outcome::TakenOver => {
@@ -533,6 +529,19 @@ async fn retire(shared: &Shared, msg: &Message, status: &str) {
         wire::TERM
     };
     reply(shared, msg, body).await;
+}
+
+/// A live owner runs the run (another host, or this one): the delivery
+/// starts nothing and comes again after `wait`, by when the owner finished
+/// (the record retires it) or stopped heartbeating (it is taken over).
+async fn await_owner(shared: &Shared, msg: &Message, run_id: &str, wait: Duration) {
+    if msg.reply.is_none() {
+        // A retry re-driven here that another attempt took: nothing to do.
+        debug!(run_id = %run_id, "job retry taken by a running attempt");
+        return;
+    }
+    info!(run_id = %run_id, wait_ms = wait.as_millis() as u64, "job run is running under a live owner; its duplicate delivery waits");
+    reply(shared, msg, &wire::nak_with_delay(wait)).await;
 }
 
 /// The record could not be read or written: redeliver later, using no attempt.

@@ -8,6 +8,7 @@
 //! from its run record to its ack), `supervise.rs` (the handler, its
 //! heartbeats, timeout, cancel and hand-back), `record.rs` (compare-and-swap writes
 //! and the fence), `runs.rs` (what is running here: cancel, hand back),
+//! `machine.rs` (what a delivery does, given its record: pure, table-tested),
 //! `schedules.rs` (one schedule message per Cron/Every, never republished
 //! unchanged), `events.rs` (OnEvent bridges), `reaper.rs` (lost runs),
 //! `retry.rs` (retries that hold no slot during their backoff),
@@ -21,6 +22,7 @@ mod delivery;
 mod events;
 mod fetch;
 mod handlers;
+mod machine;
 mod payload;
 mod reaper;
 mod record;

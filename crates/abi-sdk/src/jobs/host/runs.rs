@@ -15,6 +15,21 @@ pub(super) struct Control {
     pub(super) handback: CancellationToken,
 }
 
+/// One attempt's hold on its run id in [`Runs`], released on drop.
+#[derive(Debug)]
+pub(super) struct Claim<'a> {
+    runs: &'a Runs,
+    run_id: String,
+    /// How the attempt is stopped.
+    pub(super) control: Control,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.runs.lock().remove(&self.run_id);
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Runs {
     running: Mutex<HashMap<String, Control>>,
@@ -28,14 +43,21 @@ impl Runs {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(super) fn add(&self, run_id: &str) -> Control {
+    /// Claims `run_id` for one attempt on this host: `None` while another
+    /// attempt of it runs here (two attempts of one run never share the
+    /// entry). The entry leaves when the claim drops.
+    pub(super) fn claim<'a>(&'a self, run_id: &str) -> Option<Claim<'a>> {
+        let mut running = self.lock();
+        if running.contains_key(run_id) {
+            return None;
+        }
         let control = Control::default();
-        self.lock().insert(run_id.to_owned(), control.clone());
-        control
-    }
-
-    pub(super) fn remove(&self, run_id: &str) {
-        self.lock().remove(run_id);
+        running.insert(run_id.to_owned(), control.clone());
+        Some(Claim {
+            runs: self,
+            run_id: run_id.to_owned(),
+            control,
+        })
     }
 
     pub(super) fn contains(&self, run_id: &str) -> bool {
@@ -63,5 +85,36 @@ impl Runs {
             control.handback.cancel();
         }
         running.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_attempt_of_a_run_cannot_take_the_first_ones_entry() {
+        let runs = Runs::default();
+        let first = runs.claim("ingest:7");
+        assert!(first.is_some());
+        assert!(runs.claim("ingest:7").is_none(), "already running here");
+        let other = runs.claim("ingest:8");
+        assert!(other.is_some(), "another run is claimed on its own");
+        assert_eq!(runs.len(), 2);
+        // A cancel reaches the attempt that holds the entry.
+        assert!(runs.cancel("ingest:7"));
+        assert!(
+            first
+                .as_ref()
+                .is_some_and(|c| c.control.cancelled.is_cancelled())
+        );
+        drop(first);
+        assert!(!runs.contains("ingest:7"));
+        assert!(
+            runs.contains("ingest:8"),
+            "dropping one claim leaves the others"
+        );
+        let again = runs.claim("ingest:7");
+        assert!(again.is_some_and(|c| !c.control.cancelled.is_cancelled()));
     }
 }

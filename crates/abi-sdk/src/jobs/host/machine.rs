@@ -1,0 +1,316 @@
+//! What a delivery does, decided from what it knows: the run record it read
+//! (or none), the job's attempts, whether this host runs the run right now,
+//! and the clock. Pure: no I/O, so every case is a row in a table test; the
+//! driver (`delivery.rs`) carries the decision out.
+//!
+//! One departure from the reference's `_handle_delivery`: a record RUNNING
+//! under an owner that heartbeat within the ack wait (or under this very
+//! host) starts no attempt. The broker redelivers a trigger whose host keeps
+//! sending `+WPI` only when it lost its own delivery state (nats-server
+//! killed and restarted: its consumer state is synced every two minutes by
+//! default), and a second attempt then would run a live run twice. The
+//! trigger stays pending instead until the owner finishes (the next delivery
+//! retires it) or its heartbeats stop (the next delivery takes over).
+
+use std::time::Duration;
+
+use abi_document_model::{Data, Datetime, Value};
+use abi_wire::jobs::{self as wire, field};
+
+/// The shortest wait before a delivery held back by a live owner comes again.
+pub(super) const MIN_OWNER_WAIT: Duration = Duration::from_secs(1);
+
+/// What a delivery knows besides the record.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Facts<'a> {
+    /// The trigger's `fired_at`, as hosts write it.
+    pub(super) fired_at: &'a str,
+    /// The job's `max_attempts`.
+    pub(super) max_attempts: u32,
+    /// Whether this host runs the run right now.
+    pub(super) running_here: bool,
+    /// How long a heartbeat proves its owner alive (the consumer's ack wait:
+    /// a host that keeps its delivery heartbeats more often than that).
+    pub(super) owner_fresh_for: Duration,
+    /// Now, microseconds since the epoch.
+    pub(super) now_micros: i64,
+}
+
+/// What to do with a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Decision {
+    /// The run ended: ack (`SUCCEEDED`, `SKIPPED`, `CANCELLED`) or term the trigger.
+    Retire(String),
+    /// Its last attempt started and never ended: term the delivery (the
+    /// reaper fails the run once its heartbeats stop).
+    Exhausted,
+    /// A live owner runs it: keep the trigger pending, delivered again after
+    /// the wait.
+    AwaitOwner {
+        /// How long until the owner's heartbeat is stale, at least [`MIN_OWNER_WAIT`].
+        wait: Duration,
+    },
+    /// Start this attempt.
+    Start {
+        /// The attempt, from 1.
+        attempt: i64,
+        /// Whether the record is an older trigger's (a recreated stream
+        /// reuses sequences): replaced, not continued.
+        replace: bool,
+    },
+}
+
+fn text<'a>(data: &'a Data, key: &str) -> &'a str {
+    match data.get(key) {
+        Some(Value::String(s)) => s,
+        _ => "",
+    }
+}
+
+/// How long since the record's owner last proved alive, when it says.
+fn heartbeat_age(data: &Data, now_micros: i64) -> Option<Duration> {
+    let last = match text(data, field::HEARTBEAT_AT) {
+        "" => text(data, field::STARTED_AT),
+        seen => seen,
+    };
+    let seen = Datetime::parse_iso(last).ok()?.unix_micros();
+    let age = u64::try_from(now_micros.saturating_sub(seen)).unwrap_or(0);
+    Some(Duration::from_micros(age))
+}
+
+/// Decides a delivery given the record it found (`None`: there is none).
+pub(super) fn on_delivery(record: Option<&Data>, facts: Facts<'_>) -> Decision {
+    let Some(data) = record else {
+        return Decision::Start {
+            attempt: 1,
+            replace: false,
+        };
+    };
+    let recorded = text(data, field::FIRED_AT);
+    if !recorded.is_empty() && recorded != facts.fired_at {
+        return Decision::Start {
+            attempt: 1,
+            replace: true,
+        };
+    }
+    let status = text(data, field::STATUS);
+    if wire::TERMINAL_STATUSES.contains(&status) {
+        return Decision::Retire(status.to_owned());
+    }
+    if status == wire::RUNNING {
+        if facts.running_here {
+            return Decision::AwaitOwner {
+                wait: facts.owner_fresh_for.max(MIN_OWNER_WAIT),
+            };
+        }
+        if let Some(age) = heartbeat_age(data, facts.now_micros)
+            && age < facts.owner_fresh_for
+        {
+            return Decision::AwaitOwner {
+                wait: (facts.owner_fresh_for - age).max(MIN_OWNER_WAIT),
+            };
+        }
+    }
+    let before = match data.get(field::ATTEMPT) {
+        Some(Value::Int(n)) => *n,
+        _ => 0,
+    };
+    let attempt = before.saturating_add(1);
+    if attempt > i64::from(facts.max_attempts) {
+        return Decision::Exhausted;
+    }
+    Decision::Start {
+        attempt,
+        replace: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const FIRED: &str = "2026-12-01T10:00:00.000001+00:00";
+    /// 2026-12-01T10:01:00+00:00.
+    const NOW: i64 = 1_796_119_260_000_000;
+
+    fn at(seconds_before_now: i64) -> String {
+        Datetime::from_unix_micros(NOW - seconds_before_now * 1_000_000)
+            .unwrap()
+            .isoformat()
+    }
+
+    fn record(status: &str, attempt: i64, heartbeat: Option<i64>) -> Data {
+        let mut data = Data::new();
+        data.insert(field::STATUS.into(), status.into());
+        data.insert(field::ATTEMPT.into(), Value::Int(attempt));
+        data.insert(field::FIRED_AT.into(), FIRED.into());
+        data.insert(field::STARTED_AT.into(), at(100).into());
+        if let Some(age) = heartbeat {
+            data.insert(field::HEARTBEAT_AT.into(), at(age).into());
+        }
+        data
+    }
+
+    fn facts(running_here: bool) -> Facts<'static> {
+        Facts {
+            fired_at: FIRED,
+            max_attempts: 3,
+            running_here,
+            owner_fresh_for: Duration::from_secs(30),
+            now_micros: NOW,
+        }
+    }
+
+    fn start(attempt: i64) -> Decision {
+        Decision::Start {
+            attempt,
+            replace: false,
+        }
+    }
+
+    #[test]
+    fn the_clock_in_the_table_is_the_one_named() {
+        assert_eq!(at(0), "2026-12-01T10:01:00+00:00");
+    }
+
+    #[test]
+    fn every_delivery_case_decides_as_the_table_says() {
+        let older_trigger = {
+            let mut data = record(wire::RUNNING, 2, Some(1));
+            data.insert(field::FIRED_AT.into(), "2025-01-01T00:00:00+00:00".into());
+            data
+        };
+        let no_fired_at = {
+            let mut data = record(wire::RETRYING, 1, Some(40));
+            data.remove(field::FIRED_AT);
+            data
+        };
+        let unreadable_heartbeat = {
+            let mut data = record(wire::RUNNING, 1, None);
+            data.insert(field::HEARTBEAT_AT.into(), "yesterday".into());
+            data
+        };
+        let about_stale = {
+            let mut data = record(wire::RUNNING, 1, None);
+            let seen = Datetime::from_unix_micros(NOW - 29_900_000).unwrap();
+            data.insert(field::HEARTBEAT_AT.into(), seen.isoformat().into());
+            data
+        };
+        let secs = Duration::from_secs;
+        let rows: Vec<(&str, Option<Data>, bool, Decision)> = vec![
+            ("no record: attempt 1", None, false, start(1)),
+            (
+                "an older trigger's record is replaced",
+                Some(older_trigger),
+                false,
+                Decision::Start {
+                    attempt: 1,
+                    replace: true,
+                },
+            ),
+            (
+                "succeeded: retired",
+                Some(record(wire::SUCCEEDED, 1, Some(500))),
+                false,
+                Decision::Retire(wire::SUCCEEDED.into()),
+            ),
+            (
+                "failed: retired",
+                Some(record(wire::FAILED, 3, Some(500))),
+                false,
+                Decision::Retire(wire::FAILED.into()),
+            ),
+            (
+                "cancelled while queued: retired",
+                Some(record(wire::CANCELLED, 0, None)),
+                false,
+                Decision::Retire(wire::CANCELLED.into()),
+            ),
+            (
+                "running under a live owner (heartbeat 5 s old): waits out its freshness",
+                Some(record(wire::RUNNING, 1, Some(5))),
+                false,
+                Decision::AwaitOwner { wait: secs(25) },
+            ),
+            (
+                "running under a live owner on its last attempt: waits, never terms",
+                Some(record(wire::RUNNING, 3, Some(5))),
+                false,
+                Decision::AwaitOwner { wait: secs(25) },
+            ),
+            (
+                "running with a heartbeat about to go stale: waits at least a second",
+                Some(about_stale),
+                false,
+                Decision::AwaitOwner {
+                    wait: MIN_OWNER_WAIT,
+                },
+            ),
+            (
+                "running here, however old its last heartbeat: waits an ack wait",
+                Some(record(wire::RUNNING, 1, Some(400))),
+                true,
+                Decision::AwaitOwner { wait: secs(30) },
+            ),
+            (
+                "running without heartbeats for an ack wait: taken over as attempt 2",
+                Some(record(wire::RUNNING, 1, Some(30))),
+                false,
+                start(2),
+            ),
+            (
+                "running, no heartbeat field, started long ago: taken over",
+                Some(record(wire::RUNNING, 1, None)),
+                false,
+                start(2),
+            ),
+            (
+                "running with an unreadable heartbeat: taken over",
+                Some(unreadable_heartbeat),
+                false,
+                start(2),
+            ),
+            (
+                "a stale last attempt: exhausted",
+                Some(record(wire::RUNNING, 3, Some(31))),
+                false,
+                Decision::Exhausted,
+            ),
+            (
+                "retrying (a Python host's nak): the next attempt",
+                Some(record(wire::RETRYING, 1, Some(2))),
+                false,
+                start(2),
+            ),
+            (
+                "retrying on its last attempt's count: exhausted",
+                Some(record(wire::RETRYING, 3, Some(2))),
+                false,
+                Decision::Exhausted,
+            ),
+            (
+                "a record without fired_at is the same trigger's",
+                Some(no_fired_at),
+                false,
+                start(2),
+            ),
+        ];
+        for (case, data, running_here, expected) in rows {
+            let got = on_delivery(data.as_ref(), facts(running_here));
+            assert_eq!(got, expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_fresh_owner_is_judged_by_started_at_when_it_never_heartbeat() {
+        let mut data = record(wire::RUNNING, 1, None);
+        data.insert(field::STARTED_AT.into(), at(2).into());
+        assert_eq!(
+            on_delivery(Some(&data), facts(false)),
+            Decision::AwaitOwner {
+                wait: Duration::from_secs(28)
+            }
+        );
+    }
+}
