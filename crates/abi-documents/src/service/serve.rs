@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use abi_document_model::DocumentStore;
 use abi_wire::AUTH_HEADER;
 use abi_wire::documents::{self, ERROR_CODE_HEADER, OVERFLOW_REQUEST_HEADER, Operation};
+use async_nats::connection::State;
 use async_nats::service::{Request as ServiceRequest, ServiceExt as _};
 use async_nats::{Client, HeaderMap};
 use futures::StreamExt as _;
@@ -94,22 +95,46 @@ pub async fn serve<S: DocumentStore>(
     tracing::info!(endpoints = loops.len(), "document service serving");
     shutdown.cancelled().await;
     let deadline = Instant::now() + config.shutdown_grace;
-    for handle in loops {
+    // Without a connection no drain can be confirmed and no reply sent:
+    // the loops stop at once, the requests already taken still finish
+    // (their writes are durable before they answer).
+    let connected = client.connection_state() == State::Connected;
+    for mut handle in loops {
+        if !connected {
+            handle.abort();
+            continue;
+        }
         // A loop ends once its endpoint drained; a panic was already logged.
-        let left = deadline.saturating_duration_since(Instant::now());
-        if tokio::time::timeout(left, handle).await.is_err() {
+        if tokio::time::timeout_at(deadline.into(), &mut handle)
+            .await
+            .is_err()
+        {
             tracing::warn!("an endpoint did not drain within the grace period");
+            handle.abort();
         }
     }
-    tracker.close();
-    let left = deadline.saturating_duration_since(Instant::now());
-    let finished = tokio::time::timeout(left, tracker.wait()).await.is_ok();
-    let running = tracker.len();
-    if let Err(error) = service.stop().await {
-        tracing::warn!(%error, "could not stop the micro service");
+    if !connected {
+        tracing::warn!("NATS is unreachable: stopping without draining the endpoints");
     }
-    if let Err(error) = client.flush().await {
-        tracing::warn!(%error, "could not flush the last replies");
+    tracker.close();
+    let finished = tokio::time::timeout_at(deadline.into(), tracker.wait())
+        .await
+        .is_ok();
+    let running = tracker.len();
+    // Both talk to the broker: bounded, so a broker gone meanwhile cannot
+    // hold the process past its grace.
+    let settle = deadline.max(Instant::now() + SETTLE_MIN);
+    if connected {
+        match tokio::time::timeout_at(settle.into(), service.stop()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "could not stop the micro service"),
+            Err(_) => tracing::warn!("the micro service did not stop in time"),
+        }
+        match tokio::time::timeout_at(settle.into(), client.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "could not flush the last replies"),
+            Err(_) => tracing::warn!("the last replies were not flushed in time"),
+        }
     }
     if finished {
         Ok(())
@@ -117,6 +142,10 @@ pub async fn serve<S: DocumentStore>(
         Err(ServeError::GraceExceeded(running))
     }
 }
+
+/// The least time kept for stopping the micro service and flushing the last
+/// replies once the requests are answered, even past the grace.
+const SETTLE_MIN: Duration = Duration::from_millis(500);
 
 /// What a request task needs.
 struct Worker<S> {
@@ -173,11 +202,11 @@ async fn request_loop<S: DocumentStore>(
 impl<S: DocumentStore> Worker<S> {
     async fn answer(&self, operation: Operation, request: ServiceRequest) {
         let started = Instant::now();
-        let Some(reply_to) = request.message.reply.clone() else {
+        if request.message.reply.is_none() {
             // Nobody could learn the outcome: do not carry it out.
             self.metrics.no_reply(operation);
             return;
-        };
+        }
         let headers = request.message.headers.as_ref();
         let token = headers.and_then(|h| h.get(AUTH_HEADER)).map(|v| v.as_str());
         let overflowed = headers
@@ -201,13 +230,12 @@ impl<S: DocumentStore> Worker<S> {
         if let Some(code) = answer.code {
             reply_headers.insert(ERROR_CODE_HEADER, code.as_str());
         }
-        let sent = if reply_headers.is_empty() {
-            self.client.publish(reply_to, answer.payload.into()).await
-        } else {
-            self.client
-                .publish_with_headers(reply_to, reply_headers, answer.payload.into())
-                .await
-        };
+        // Through the micro service, so `$SRV.STATS` counts it as the
+        // reference's `request.respond` does (a refusal is an answer with
+        // its code in the header, not a service error).
+        let sent = request
+            .respond_with_headers(Ok(answer.payload.into()), reply_headers)
+            .await;
         if let Err(error) = sent {
             tracing::warn!(endpoint = operation.as_str(), %error, "could not send a reply");
         }

@@ -137,6 +137,10 @@ async fn serves_discovery_and_metrics_and_drains_on_sigterm() {
     docs.ensure_collection(CollectionSpec::new("c"))
         .await
         .expect("ensure");
+    // A refused put too: `$SRV.STATS` counts every answer, as the
+    // Prometheus counters do.
+    let refused = docs.put("c", "x", Data::new(), Some(7)).await;
+    assert!(refused.is_err());
     let body = reqwest_free_get(&metrics_addr).await;
     assert!(
         body.contains(
@@ -144,6 +148,28 @@ async fn serves_discovery_and_metrics_and_drains_on_sigterm() {
         ),
         "{body}"
     );
+    assert!(
+        body.contains(
+            "abi_documents_requests_total{operation=\"put\",code=\"VERSION_CONFLICT\"} 1"
+        ),
+        "{body}"
+    );
+    let stats = client
+        .request("$SRV.STATS.document", "".into())
+        .await
+        .expect("$SRV.STATS");
+    let stats: serde_json::Value = serde_json::from_slice(&stats.payload).expect("json");
+    let requests = |name: &str| {
+        stats["endpoints"]
+            .as_array()
+            .expect("endpoints")
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["num_requests"].clone())
+    };
+    assert_eq!(requests("ensure_collection"), Some(1.into()), "{stats}");
+    assert_eq!(requests("put"), Some(1.into()), "{stats}");
+    assert_eq!(requests("get"), Some(0.into()), "{stats}");
 
     let mut tasks = Vec::new();
     for i in 0..300 {
@@ -180,6 +206,53 @@ async fn serves_discovery_and_metrics_and_drains_on_sigterm() {
             .await
             .expect("an acknowledged put is stored");
     }
+}
+
+/// SIGTERM with nats-server gone (killed -9): the service stops within its
+/// grace, exit 0, and every put it acknowledged before is on disk.
+#[tokio::test]
+async fn sigterm_with_nats_gone_exits_within_the_grace() {
+    let mut nats = NatsServer::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().display().to_string();
+    let grace_secs = 3;
+    let grace = grace_secs.to_string();
+    let mut child = start(
+        &nats.url(),
+        &[
+            ("ABI_DOCUMENTS_DATA_DIR", &data_dir),
+            ("ABI_SHUTDOWN_GRACE_SECS", &grace),
+        ],
+    )
+    .await;
+    let client = async_nats::connect(nats.url()).await.expect("connect");
+    let docs = module(client, "m");
+    docs.ensure_collection(CollectionSpec::new("c"))
+        .await
+        .expect("ensure");
+    for i in 0..20 {
+        docs.put("c", &format!("d{i}"), Data::new(), Some(0))
+            .await
+            .expect("put");
+    }
+    nats.stop();
+    let started = std::time::Instant::now();
+    signal(&child, rustix::process::Signal::TERM);
+    let status = tokio::time::timeout(Duration::from_secs(grace_secs + 5), child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("still running {:?} after SIGTERM", started.elapsed()))
+        .expect("wait");
+    assert!(status.success(), "{status:?}");
+    // The file holds every acknowledged put.
+    let store = abi_documents::store::SqliteStore::open(abi_documents::store::SqliteConfig::new(
+        dir.path().join("documents.sqlite"),
+    ))
+    .await
+    .expect("open the file");
+    let count = abi_document_model::DocumentStore::count(&store, "m", "c", Vec::new())
+        .await
+        .expect("count");
+    assert_eq!(count, 20);
 }
 
 /// GET `/metrics` over a plain TCP socket (no HTTP client dependency).
