@@ -13,16 +13,17 @@ use abi_sdk_e2e::World;
 
 use super::models_fixture::{Provider, chat_model, ready_instances};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chats_spread_over_two_ready_replicas() {
-    let world = World::start(5.0).await;
-    let a = Provider::start(&world, "rs_models", "a", None).await;
-    let b = Provider::start(&world, "rs_models", "b", None).await;
-    ready_instances(&world, "rs_models", 2).await;
-    let model = chat_model(&world, "rs_models", "echo").await;
+/// Sends `chats` chats, each through the model `caller` gives, and counts
+/// the answers by the replica (tag) that gave them.
+async fn answers_by_replica<F, Fut>(chats: usize, caller: F) -> BTreeMap<String, usize>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = abi_sdk::models::ChatModel>,
+{
     let mut by_tag: BTreeMap<String, usize> = BTreeMap::new();
-    for n in 0..20 {
-        let answer = model
+    for n in 0..chats {
+        let answer = caller()
+            .await
             .invoke([ChatMessage::human(format!("hi {n}"))])
             .await
             .unwrap();
@@ -31,12 +32,48 @@ async fn chats_spread_over_two_ready_replicas() {
             .entry(content["tag"].as_str().unwrap().to_owned())
             .or_default() += 1;
     }
+    by_tag
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chats_spread_over_two_ready_replicas() {
+    let world = World::start(5.0).await;
+    let a = Provider::start(&world, "rs_models", "a", None).await;
+    let b = Provider::start(&world, "rs_models", "b", None).await;
+    ready_instances(&world, "rs_models", 2).await;
+    let model = chat_model(&world, "rs_models", "echo").await;
+    let by_tag = answers_by_replica(20, || {
+        let model = model.clone();
+        async move { model }
+    })
+    .await;
     assert_eq!(by_tag.values().sum::<usize>(), 20);
     assert!(
         by_tag.get("a").copied().unwrap_or(0) >= 5 && by_tag.get("b").copied().unwrap_or(0) >= 5,
         "both replicas answer: {by_tag:?}"
     );
     assert_eq!(a.seen.all().len() + b.seen.all().len(), 20);
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A caller built per chat (as `abictl chat` and the README's snippet do)
+/// still spreads: each fresh `ChatModel` starts its round robin at a random
+/// replica (the reference's, and ours before, always begin with the lowest
+/// instance id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fresh_callers_spread_over_two_ready_replicas() {
+    let world = World::start(5.0).await;
+    let a = Provider::start(&world, "rs_fresh", "a", None).await;
+    let b = Provider::start(&world, "rs_fresh", "b", None).await;
+    ready_instances(&world, "rs_fresh", 2).await;
+    let by_tag = answers_by_replica(24, || chat_model(&world, "rs_fresh", "echo")).await;
+    // Each replica gets at least 2 of 24 fair coin flips but for a chance
+    // of 2 * 25 / 2^24 (about 3 in a million).
+    assert!(
+        by_tag.get("a").copied().unwrap_or(0) >= 2 && by_tag.get("b").copied().unwrap_or(0) >= 2,
+        "fresh callers reach both replicas: {by_tag:?}"
+    );
     a.stop().await;
     b.stop().await;
 }

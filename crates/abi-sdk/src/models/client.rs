@@ -60,10 +60,21 @@ impl std::fmt::Debug for ChatModel {
     }
 }
 
-#[derive(Default)]
 struct Routes {
     next: AtomicUsize,
     cached: Mutex<Option<(Instant, Vec<String>)>>,
+}
+
+impl Routes {
+    /// A round robin that starts at a random replica: callers built one
+    /// per request (or many processes started together) do not all send
+    /// their first chat to the lowest instance id.
+    fn new() -> Self {
+        Self {
+            next: AtomicUsize::new(rand::random::<u32>() as usize),
+            cached: Mutex::new(None),
+        }
+    }
 }
 
 impl ChatModel {
@@ -73,7 +84,7 @@ impl ChatModel {
             name,
             signer: Arc::new(move |audience| tokens.for_audience(audience)),
             timeout: DEFAULT_CHAT_TIMEOUT,
-            routes: Arc::default(),
+            routes: Arc::new(Routes::new()),
         }
     }
 
