@@ -114,7 +114,7 @@ pub fn spec(package_version: &str) -> ModuleSpec {
             timeout_seconds: 600.0,
             triggers: vec![pb::JobTrigger {
                 kind: "cron".into(),
-                spec: "0 2 * * *".into(),
+                spec: "0 0 2 * * *".into(),
                 time_zone: "UTC".into(),
                 ..Default::default()
             }],

@@ -58,6 +58,9 @@ pub enum ConfigErrorKind {
     InvalidNats,
     /// The module declares dependencies but runs without discovery.
     DependenciesWithoutDiscovery,
+    /// A declaration the reference would refuse to read (a raw job
+    /// descriptor with a 5-field cron, say).
+    InvalidDeclaration,
 }
 
 kind_display!(ConfigErrorKind {
@@ -71,6 +74,7 @@ kind_display!(ConfigErrorKind {
     InvalidNatsUrl => "invalid NATS server list",
     InvalidNats => "invalid NATS settings",
     DependenciesWithoutDiscovery => "module dependencies require discovery",
+    InvalidDeclaration => "invalid declaration",
 });
 
 /// A refused configuration.
@@ -210,7 +214,11 @@ impl DiscoveryConfig {
         if !self.rollout_id.is_empty() && !is_name(&self.rollout_id, 128) {
             return Err(ConfigError::new(
                 ConfigErrorKind::InvalidRolloutId,
-                format!("{:?}", self.rollout_id),
+                format!(
+                    "{:?} (ABI_ROLLOUT_ID must match {})",
+                    self.rollout_id,
+                    abi_wire::names::ROLLOUT_ID_PATTERN
+                ),
             ));
         }
         if !self.rollout_modules.is_empty() && self.rollout_id.is_empty() {
@@ -298,12 +306,16 @@ impl Config {
     /// # Errors
     ///
     /// The first problem found, in that order: what `validate` reports,
+    /// [`ConfigErrorKind::InvalidDeclaration`] (a declaration the reference
+    /// would refuse to read: [`ModuleSpec::check_declarations`]),
     /// [`ConfigErrorKind::DependenciesWithoutDiscovery`],
     /// [`ConfigErrorKind::MissingToken`].
     pub fn validate_for(&self, spec: &ModuleSpec) -> Result<(), ConfigError> {
         if let Some(discovery) = &self.discovery {
             discovery.validate()?;
         }
+        spec.check_declarations()
+            .map_err(|message| ConfigError::new(ConfigErrorKind::InvalidDeclaration, message))?;
         if !spec.descriptor.dependencies.is_empty() && self.discovery.is_none() {
             return Err(ConfigError::new(
                 ConfigErrorKind::DependenciesWithoutDiscovery,

@@ -50,6 +50,9 @@ pub fn instance_id(value: &str) -> bool {
     token(value, 128)
 }
 
+/// What [`rollout_id`] accepts, for messages.
+pub const ROLLOUT_ID_PATTERN: &str = "[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}";
+
 /// A rollout id: empty (no rollout) or a dotted name of up to 128 characters.
 pub fn rollout_id(value: &str) -> bool {
     value.is_empty() || dotted(value, 128)

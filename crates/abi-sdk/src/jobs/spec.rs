@@ -210,6 +210,52 @@ fn schedule_input(input: Option<&serde_json::Value>) -> Result<String, JobSpecEr
     }
 }
 
+/// A JSON text a descriptor field holds, parsed (`None`: empty).
+fn json_field(text: &str, what: &str) -> Result<Option<serde_json::Value>, JobSpecError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|err| JobSpecError(format!("The {what} is not JSON: {err}")))
+}
+
+/// The reference's `schema_json` of a descriptor's schema string.
+fn schema_text(text: &str, what: &str) -> Result<String, JobSpecError> {
+    match json_field(text, what)? {
+        None => Ok(String::new()),
+        Some(value @ serde_json::Value::Object(_)) => schema_json(&value, what),
+        Some(_) => refuse(format!("The {what} must be a JSON Schema object")),
+    }
+}
+
+impl Trigger {
+    /// The reference's `_trigger_from_pb`, with the checks of each trigger.
+    ///
+    /// # Errors
+    ///
+    /// An unknown kind, or what [`Trigger::cron`], [`Trigger::every`] or
+    /// [`Trigger::on_event`] refuse.
+    pub fn from_pb(trigger: &pb::JobTrigger) -> Result<Self, JobSpecError> {
+        match trigger.kind.as_str() {
+            "cron" => Self::cron(
+                &trigger.spec,
+                &trigger.time_zone,
+                json_field(&trigger.input, "trigger input")?.as_ref(),
+            ),
+            "every" => Self::every(
+                &trigger.spec,
+                json_field(&trigger.input, "trigger input")?.as_ref(),
+            ),
+            "event" => Self::on_event(
+                &trigger.spec,
+                json_field(&trigger.filter, "event filter")?.as_ref(),
+            ),
+            other => refuse(format!("Unknown job trigger kind: {}", py_repr(other))),
+        }
+    }
+}
+
 /// Seconds in a Go duration (`"1h30m"`, `"1.5s"`), as NATS headers write them.
 ///
 /// # Errors
@@ -452,6 +498,53 @@ impl JobSpec {
         Ok(())
     }
 
+    /// Reads a descriptor back as the reference's `JobDescriptor.from_pb`
+    /// does, with its checks: what it refuses here, a Python caller would
+    /// refuse to decode (every `ModuleProxy` call on the module would fail).
+    ///
+    /// # Errors
+    ///
+    /// The reference's message for the first problem: a bad name, limits,
+    /// kind, trigger (a 5-field cron, a bad interval, filter or input) or
+    /// schema, or a descriptor over 64 KiB.
+    pub fn from_descriptor(descriptor: &pb::JobDescriptor) -> Result<Self, JobSpecError> {
+        let mut spec = Self::new(descriptor.name.clone())?
+            .description(descriptor.description.clone())
+            .max_concurrency(descriptor.max_concurrency)?
+            .max_attempts(descriptor.max_attempts)?;
+        if descriptor.timeout_seconds != 0.0 {
+            let seconds = descriptor.timeout_seconds;
+            if seconds.is_nan() || seconds <= 0.0 || seconds.is_infinite() {
+                return refuse("timeout must be positive");
+            }
+            spec = spec.timeout(Duration::from_secs_f64(seconds))?;
+        }
+        if descriptor.triggers.len() > abi_wire::jobs::MAX_TRIGGERS {
+            return refuse(format!(
+                "At most {} triggers per job",
+                abi_wire::jobs::MAX_TRIGGERS
+            ));
+        }
+        for trigger in &descriptor.triggers {
+            spec = spec.trigger(Trigger::from_pb(trigger)?)?;
+        }
+        let kind = match descriptor.kind.as_str() {
+            "" => "job",
+            kind => kind,
+        };
+        if !abi_wire::jobs::JOB_KINDS.contains(&kind) {
+            return refuse(format!(
+                "Job kind must be one of ('job', 'workflow'), not {}",
+                py_repr(kind)
+            ));
+        }
+        kind.clone_into(&mut spec.kind);
+        spec.input_schema = schema_text(&descriptor.input_schema, "input schema")?;
+        spec.output_schema = schema_text(&descriptor.output_schema, "output schema")?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
     /// The descriptor discovery keeps, as the reference's `to_pb()` builds it.
     pub fn to_descriptor(&self) -> pb::JobDescriptor {
         pb::JobDescriptor {
@@ -501,6 +594,70 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn descriptors_read_back_with_the_references_checks() {
+        let good = JobSpec::new("ingest")
+            .unwrap()
+            .trigger(Trigger::cron("0 0 2 * * *", "UTC", Some(&json!({"a": 1}))).unwrap())
+            .unwrap()
+            .trigger(Trigger::every("1h", None).unwrap())
+            .unwrap()
+            .trigger(Trigger::on_event("x.y", Some(&json!({"k": ["v"]}))).unwrap())
+            .unwrap()
+            .max_attempts(3)
+            .unwrap()
+            .timeout(Duration::from_secs(90))
+            .unwrap()
+            .input_schema(&json!({"type": "object"}))
+            .unwrap();
+        let read = JobSpec::from_descriptor(&good.to_descriptor()).unwrap();
+        assert_eq!(read.to_descriptor(), good.to_descriptor());
+        let with = |f: &dyn Fn(&mut pb::JobDescriptor)| {
+            let mut descriptor = good.to_descriptor();
+            f(&mut descriptor);
+            JobSpec::from_descriptor(&descriptor).map_err(|e| e.0)
+        };
+        let five_fields = |d: &mut pb::JobDescriptor| d.triggers[0].spec = "0 2 * * *".into();
+        assert_eq!(
+            with(&five_fields).unwrap_err(),
+            "Cron needs 6 fields (seconds first), as NATS schedules do"
+        );
+        assert_eq!(
+            with(&|d| d.triggers[1].spec = "soon".into()).unwrap_err(),
+            "Not a Go duration: 'soon'"
+        );
+        assert_eq!(
+            with(&|d| d.triggers[0].kind = "hourly".into()).unwrap_err(),
+            "Unknown job trigger kind: 'hourly'"
+        );
+        assert_eq!(
+            with(&|d| d.max_concurrency = 0).unwrap_err(),
+            "max_concurrency must be between 1 and 64"
+        );
+        assert_eq!(
+            with(&|d| d.max_attempts = 0).unwrap_err(),
+            "max_attempts must be between 1 and 100"
+        );
+        assert_eq!(
+            with(&|d| d.timeout_seconds = -1.0).unwrap_err(),
+            "timeout must be positive"
+        );
+        assert_eq!(
+            with(&|d| d.kind = "batch".into()).unwrap_err(),
+            "Job kind must be one of ('job', 'workflow'), not 'batch'"
+        );
+        assert_eq!(
+            with(&|d| d.input_schema = "[1]".into()).unwrap_err(),
+            "The input schema must be a JSON Schema object"
+        );
+        assert_eq!(
+            with(&|d| d.name = "bad name".into()).unwrap_err(),
+            "Invalid job name: 'bad name'"
+        );
+        // A descriptor written before `kind` existed is a job.
+        assert!(with(&|d| d.kind = String::new()).is_ok());
+    }
 
     #[test]
     fn names_and_limits_are_the_references() {

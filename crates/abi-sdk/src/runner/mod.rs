@@ -223,8 +223,23 @@ impl Runner {
     ///
     /// # Errors
     ///
-    /// A [`RunError`] whose kind says which step failed.
+    /// A [`RunError`] whose kind says which step failed; it is also logged
+    /// (`module failed`, with its causes), whatever step it came from.
     pub async fn run<M: Module>(self, module: M) -> Result<(), RunError> {
+        let module_id = self.spec.module_id().to_owned();
+        let result = self.run_to_end(module).await;
+        match &result {
+            Ok(()) => info!(module_id = %module_id, "module stopped"),
+            Err(err) => error!(
+                module_id = %module_id,
+                error = %abi_process::error_chain(err),
+                "module failed"
+            ),
+        }
+        result
+    }
+
+    async fn run_to_end<M: Module>(self, module: M) -> Result<(), RunError> {
         let Runner {
             spec,
             config,
@@ -274,10 +289,6 @@ impl Runner {
         };
         if let Some(task) = signal_task {
             task.abort();
-        }
-        match &result {
-            Ok(()) => info!(module_id = %spec.module_id(), "module stopped"),
-            Err(err) => error!(module_id = %spec.module_id(), error = %err, "module failed"),
         }
         result
     }

@@ -108,7 +108,10 @@ impl ModuleSpec {
         self
     }
 
-    /// Declares a job or workflow (default none).
+    /// Declares a job or workflow from its raw descriptor (default none);
+    /// the runner refuses to start a module whose descriptor the reference
+    /// would not read ([`ModuleSpec::check_declarations`]). Prefer
+    /// [`ModuleSpec::job_handler`] with a checked [`crate::jobs::JobSpec`].
     #[must_use]
     pub fn job(mut self, job: pb::JobDescriptor) -> Self {
         self.descriptor.jobs.push(job);
@@ -154,6 +157,22 @@ impl ModuleSpec {
     pub fn app(mut self, app: pb::AppDescriptor) -> Self {
         self.descriptor.apps.push(app);
         self
+    }
+
+    /// Checks every declaration as the reference reads it back: a raw
+    /// descriptor given to [`ModuleSpec::job`] that a Python caller could not
+    /// decode is refused here, before the module registers.
+    /// [`crate::Config::validate_for`] (run by the runner) calls it.
+    ///
+    /// # Errors
+    ///
+    /// `job '<name>': <the reference's message>` for the first bad job.
+    pub fn check_declarations(&self) -> Result<(), String> {
+        for job in &self.descriptor.jobs {
+            crate::jobs::JobSpec::from_descriptor(job)
+                .map_err(|err| format!("job {:?}: {err}", job.name))?;
+        }
+        Ok(())
     }
 
     /// The module id.
