@@ -26,6 +26,22 @@ pub enum PrepareError {
         /// What JetStream said.
         detail: String,
     },
+    /// The broker kept the jobs stream without a feature the jobs need: it
+    /// is too old (message schedules came with nats-server 2.12, per-message
+    /// TTL with 2.11) and dropped the setting without a word.
+    #[error(
+        "nats-server {server_version} keeps the jobs stream {stream} without {}: {}; run nats-server 2.12 or later",
+        .missing.join(" and "),
+        consequences(.missing)
+    )]
+    Unsupported {
+        /// The stream's name.
+        stream: String,
+        /// The server's version, as it announced it.
+        server_version: String,
+        /// What it lacks: [`MESSAGE_SCHEDULES`], [`MESSAGE_TTL`].
+        missing: Vec<&'static str>,
+    },
     /// Reading or creating the claim-check store failed.
     #[error("could not prepare the claim-check store {bucket}: {detail}")]
     ClaimChecks {
@@ -34,6 +50,36 @@ pub enum PrepareError {
         /// What JetStream said.
         detail: String,
     },
+}
+
+/// What [`PrepareError::Unsupported`] calls the stream's message schedules.
+pub const MESSAGE_SCHEDULES: &str = "message schedules";
+/// What [`PrepareError::Unsupported`] calls the stream's per-message TTL.
+pub const MESSAGE_TTL: &str = "per-message TTL";
+
+/// What the jobs need of their stream that `config` (as the server
+/// answered it) lacks: a server that does not know a setting drops it.
+pub fn missing_features(config: &stream::Config) -> Vec<&'static str> {
+    let mut missing = Vec::new();
+    if !config.allow_message_schedules {
+        missing.push(MESSAGE_SCHEDULES);
+    }
+    if !config.allow_message_ttl {
+        missing.push(MESSAGE_TTL);
+    }
+    missing
+}
+
+/// What an operator loses without each missing feature.
+fn consequences(missing: &[&'static str]) -> String {
+    missing
+        .iter()
+        .map(|feature| match *feature {
+            MESSAGE_SCHEDULES => "scheduled jobs (Cron, Every) never run",
+            _ => "trigger TTLs are ignored (triggers nobody runs stay forever)",
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Creates the jobs stream and the claim-check store of `project` if
@@ -48,8 +94,10 @@ pub async fn prepare_module_streams(
     project: &str,
     replicas: usize,
 ) -> Result<(), PrepareError> {
-    ensure_jobs_stream(js, project, replicas).await?;
-    ensure_claim_checks(js, replicas).await
+    // The store is prepared even when the stream is not as it should be.
+    let stream = ensure_jobs_stream(js, project, replicas).await;
+    let store = ensure_claim_checks(js, replicas).await;
+    stream.and(store)
 }
 
 /// The jobs stream: the reference's configuration (its subjects, schedules
@@ -75,6 +123,11 @@ async fn ensure_jobs_stream(
         stream: name.clone(),
         detail,
     };
+    let unsupported = |missing: Vec<&'static str>| PrepareError::Unsupported {
+        stream: name.clone(),
+        server_version: js.client().server_info().version,
+        missing,
+    };
     let config = match js.get_stream(&name).await {
         Ok(mut existing) => {
             let info = existing.info().await.map_err(|e| failed(e.to_string()))?;
@@ -93,7 +146,11 @@ async fn ensure_jobs_stream(
                 .create_stream(jobs_stream_config(project, replicas))
                 .await
             {
-                Ok(_) => {
+                Ok(created) => {
+                    let missing = missing_features(&created.cached_info().config);
+                    if !missing.is_empty() {
+                        return Err(unsupported(missing));
+                    }
                     tracing::info!(stream = %name, "created the jobs stream");
                     return Ok(());
                 }
@@ -113,15 +170,20 @@ async fn ensure_jobs_stream(
         }
         Err(e) => return Err(failed(e.to_string())),
     };
-    if config.allow_message_schedules && config.allow_message_ttl {
+    if missing_features(&config).is_empty() {
         return Ok(());
     }
     let mut updated = config;
     updated.allow_message_schedules = true;
     updated.allow_message_ttl = true;
-    js.update_stream(updated)
+    let answered = js
+        .update_stream(updated)
         .await
         .map_err(|e| failed(e.to_string()))?;
+    let missing = missing_features(&answered.config);
+    if !missing.is_empty() {
+        return Err(unsupported(missing));
+    }
     tracing::info!(stream = %name, "turned on schedules and per-message TTL on the jobs stream");
     Ok(())
 }
@@ -151,5 +213,39 @@ async fn ensure_claim_checks(js: &jetstream::Context, replicas: usize) -> Result
             bucket,
             detail: e.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_the_server_kept_without_schedules_or_ttl_is_named() {
+        let full = jobs_stream_config("p", 1);
+        assert!(missing_features(&full).is_empty());
+        let rows = [
+            (false, true, vec![MESSAGE_SCHEDULES]),
+            (true, false, vec![MESSAGE_TTL]),
+            (false, false, vec![MESSAGE_SCHEDULES, MESSAGE_TTL]),
+        ];
+        for (schedules, ttl, expected) in rows {
+            let config = stream::Config {
+                allow_message_schedules: schedules,
+                allow_message_ttl: ttl,
+                ..full.clone()
+            };
+            assert_eq!(missing_features(&config), expected);
+        }
+        let error = PrepareError::Unsupported {
+            stream: "ABI_JOBS_p".into(),
+            server_version: "2.11.9".into(),
+            missing: vec![MESSAGE_SCHEDULES],
+        };
+        assert_eq!(
+            error.to_string(),
+            "nats-server 2.11.9 keeps the jobs stream ABI_JOBS_p without message schedules: \
+             scheduled jobs (Cron, Every) never run; run nats-server 2.12 or later"
+        );
     }
 }

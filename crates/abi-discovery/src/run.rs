@@ -120,14 +120,18 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> Result<(), RunError
 
     // Before discovery serves: a module registering at once finds the streams
     // it may not create. A failure is reported and discovery serves on.
-    if let Err(error) = crate::platform::prepare_module_streams(
+    match crate::platform::prepare_module_streams(
         &jetstream,
         cfg.project.as_str(),
         cfg.kv_replicas.get(),
     )
     .await
     {
-        tracing::error!(%error, "modules' job hosts will not find their stream");
+        Ok(()) => {}
+        Err(error @ crate::platform::PrepareError::Unsupported { .. }) => {
+            tracing::warn!(%error, "the jobs stream lacks what scheduled jobs need");
+        }
+        Err(error) => tracing::error!(%error, "modules' job hosts will not find their stream"),
     }
 
     let rules = abi_registry::Rules::new(cfg.lease_seconds, cfg.admin_identities.iter().cloned())

@@ -186,6 +186,9 @@ pub enum CallErrorKind {
     Unimplemented,
     /// The stored part does not exist (`NOT_FOUND`).
     NotFound,
+    /// No such job run: no record, and no trigger of the job stored at its
+    /// sequence (decided by the caller; no wire code).
+    RunNotFound,
     /// Nobody serves the subject (no discovery service running).
     NoResponders,
     /// The NATS connection failed.
@@ -242,6 +245,7 @@ kind_display!(CallErrorKind {
     ModelError => "model error",
     Unimplemented => "unimplemented",
     NotFound => "not found",
+    RunNotFound => "run not found",
     NoResponders => "no responders",
     Transport => "transport error",
     Decode => "malformed reply",

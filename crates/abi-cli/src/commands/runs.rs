@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::Ctx;
 use crate::connect;
-use crate::error::{EXIT_SERVICE, EXIT_UNREACHABLE, EXIT_WAIT_TIMEOUT, Failure};
+use crate::error::{EXIT_SERVICE, EXIT_UNREACHABLE, EXIT_USAGE, EXIT_WAIT_TIMEOUT, Failure};
 use crate::output::{Table, or_dash, print_json};
 
 /// Triggers `module`'s `job` with `payload`; with `wait_secs`, waits for the
@@ -50,7 +50,21 @@ pub async fn trigger(
         })
         .transpose()?;
     let client = connect::client(cx.global, cx.env).await?;
-    let job = job_client(&client, module, job)?;
+    let job = JobClient::from_discovery(&client, module, job)
+        .await
+        .map_err(|e| {
+            let exit = match e.kind() {
+                TriggerErrorKind::Lookup => EXIT_UNREACHABLE,
+                TriggerErrorKind::NoConnection => EXIT_USAGE,
+                _ => EXIT_SERVICE,
+            };
+            Failure {
+                exit,
+                message: format!("trigger refused: {e}"),
+                hint: (e.kind() == TriggerErrorKind::ModuleNotFound)
+                    .then(|| "`abictl ls` lists the registered modules".to_owned()),
+            }
+        })?;
     let run = job.trigger(payload, key).await.map_err(|e| {
         let exit = match e.kind() {
             TriggerErrorKind::TimedOut | TriggerErrorKind::Transport => EXIT_UNREACHABLE,
@@ -190,15 +204,26 @@ pub async fn list(
     Ok(())
 }
 
-/// Prints one run's record as JSON (`QUEUED` while there is none).
+/// Prints one run's record as JSON (`QUEUED` while its trigger waits).
+/// Reads only: a run id no trigger of the job was stored under is "no such
+/// run" (exit 1).
 ///
 /// # Errors
 ///
-/// A malformed run id (exit 2), or the document service failed.
+/// A malformed run id (exit 2), no such run (exit 1), or the document
+/// service failed.
 pub async fn show(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let run = run_handle(&client, module, run_id)?;
-    print_json(&run.status().await?.to_json());
+    let record = run.status().await.map_err(|e| match e.kind() {
+        CallErrorKind::RunNotFound => anyhow::Error::from(Failure {
+            exit: EXIT_SERVICE,
+            message: format!("no such run: {}", e.message()),
+            hint: Some(format!("`abictl runs {module}` lists the runs recorded")),
+        }),
+        _ => e.into(),
+    })?;
+    print_json(&record.to_json());
     Ok(())
 }
 
@@ -223,8 +248,9 @@ pub async fn cancel(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<(
     Ok(())
 }
 
+/// Reads need no declaration: the runs of a job outlive the module's instances.
 fn job_client(client: &DiscoveryClient, module: &str, job: &str) -> Result<JobClient, Failure> {
-    JobClient::from_discovery(client, module, job).map_err(|e| Failure::usage(e.to_string()))
+    JobClient::unchecked(client, module, job).map_err(|e| Failure::usage(e.to_string()))
 }
 
 fn run_handle(

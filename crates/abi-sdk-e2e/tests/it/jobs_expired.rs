@@ -1,7 +1,8 @@
 //! A trigger whose TTL passes before any host takes it ends its caller's
 //! wait: `FAILED`, attempt 0, [`jobs::EXPIRED_UNRUN_ERROR`], stored so every
 //! reader sees it, the reference's `JobRun.wait` included (on its own it
-//! waits forever).
+//! waits forever). A handle from a run id alone only reads: an id with no
+//! trigger of its job behind it is no run, and nothing is written.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -43,7 +44,11 @@ async fn a_trigger_that_expires_unrun_ends_the_wait_failed() {
         .unwrap()
         .await
         .unwrap();
-    let run = job.run(jobs::run_id("ingest", ack.sequence));
+    // A handle from the id alone only reads: the trigger it names may never
+    // have been this job's, so it writes nothing.
+    let by_id = job.run(jobs::run_id("ingest", ack.sequence));
+    // The caller that stored the trigger knows it existed.
+    let run = job.triggered_run(jobs::run_id("ingest", ack.sequence));
     let started = Instant::now();
     let record = run
         .wait_with(DEADLINE, Duration::from_millis(200))
@@ -59,7 +64,7 @@ async fn a_trigger_that_expires_unrun_ends_the_wait_failed() {
     );
     assert!(started.elapsed() < Duration::from_secs(20));
     // Stored: a second reader gets the same record from the document service.
-    let again = run.status().await.unwrap();
+    let again = by_id.status().await.unwrap();
     assert_eq!(again.version, 1, "stored once, create-only");
     assert_eq!(again.to_json(), record.to_json());
     assert!(again.to_json()["finished_at"].is_string());
@@ -90,6 +95,25 @@ async fn a_trigger_that_expires_unrun_ends_the_wait_failed() {
         seen,
         json!({"status": "FAILED", "error": jobs::EXPIRED_UNRUN_ERROR})
     );
+
+    // Ids of this job that hold no trigger of it: a future sequence, and
+    // the long-lived trigger's sequence under another job's name. Read
+    // from the id alone they are no run, and nothing is written.
+    let (_, queued_seq) = jobs::parse_run_id(queued.run_id()).unwrap();
+    let future = job.run(jobs::run_id("ingest", ack.sequence + 1000));
+    let other = setup
+        .client(MODULE, "other")
+        .run(jobs::run_id("other", queued_seq));
+    for unknown in [&future, &other] {
+        let err = unknown.status().await.unwrap_err();
+        assert_eq!(err.kind(), abi_sdk::CallErrorKind::RunNotFound, "{err}");
+    }
+    let docs = setup.links(MODULE, "x").documents;
+    let collection = jobs::runs_collection(&setup.project);
+    for unknown in [&future, &other] {
+        let read = docs.get(&collection, unknown.run_id()).await;
+        assert!(read.is_err(), "a read wrote {}", unknown.run_id());
+    }
 
     // The long-lived trigger is still queued.
     assert_eq!(queued.status().await.unwrap().status, "QUEUED");

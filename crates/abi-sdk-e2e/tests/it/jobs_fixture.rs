@@ -91,10 +91,7 @@ impl Setup {
             nats,
             documents,
         };
-        let probe = setup.client("probe", "none").run("none:1");
-        abi_test_support::wait_until(DEADLINE, || async { probe.status().await.is_ok() })
-            .await
-            .expect("the document service serves");
+        wait_documents_serve(&setup.client("probe", "none")).await;
         setup
     }
 
@@ -148,6 +145,20 @@ impl Setup {
     }
 }
 
+/// Waits until the document service answers a read of `probe`'s records
+/// (no such run: it answered that there is no record).
+pub async fn wait_documents_serve(probe: &JobClient) {
+    let run = probe.run("none:1");
+    abi_test_support::wait_until(DEADLINE, || async {
+        match run.status().await {
+            Ok(_) => true,
+            Err(e) => e.kind() == abi_sdk::CallErrorKind::RunNotFound,
+        }
+    })
+    .await
+    .expect("the document service serves");
+}
+
 /// Options for tests: the reference's, with short backoffs.
 pub fn fast() -> JobHostOptions {
     JobHostOptions {
@@ -174,7 +185,8 @@ impl Calls {
 /// `{"fail_attempts": n}` fails the first n attempts; `{"block": true}`
 /// waits until cancelled then fails (`{"block_on": instance}`: only on that
 /// host); `{"ignore_cancel": true}` never ends; `{"gate": true}` waits for
-/// [`Calls::release`] (`{"gate_first": true}`: on the first attempt only); `{"skip": "why"}`; else
+/// [`Calls::release`] (`{"gate_first": true}`: on the first attempt only);
+/// `{"sleep_ms": n}` works n ms; `{"skip": "why"}`; else
 /// returns `{"echo": payload, "host": instance}`.
 fn handler(
     instance: String,
@@ -218,6 +230,9 @@ fn handler(
             }
             if p["gate"].as_bool() == Some(true) {
                 calls.release.notified().await;
+            }
+            if let Some(ms) = p["sleep_ms"].as_u64() {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
             }
             if let Some(why) = p["skip"].as_str() {
                 cx.skip(why);

@@ -8,11 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use abi_proto::discovery::v1 as pb;
+use abi_wire::ErrorCode;
 use abi_wire::jobs::{self, JobSubjects};
 use async_nats::HeaderMap;
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::stream::ConsumerCreateStrictErrorKind;
 use bytes::Bytes;
+use futures::StreamExt as _;
 use tracing::{debug, warn};
 
 use crate::client::DiscoveryClient;
@@ -54,6 +57,14 @@ pub enum TriggerErrorKind {
     TimedOut,
     /// The NATS connection or the stream failed.
     Transport,
+    /// No instance of the module is registered (`MODULE_NOT_FOUND`).
+    ModuleNotFound,
+    /// No registered instance of the module declares the job
+    /// (`JOB_NOT_FOUND`; the message lists the jobs it declares).
+    JobNotFound,
+    /// Discovery could not be asked which jobs the module declares (see the
+    /// source [`CallError`]).
+    Lookup,
 }
 
 kind_display!(TriggerErrorKind {
@@ -63,6 +74,9 @@ kind_display!(TriggerErrorKind {
     StreamNotFound => "jobs stream not found",
     TimedOut => "timed out",
     Transport => "transport error",
+    ModuleNotFound => "module not found",
+    JobNotFound => "job not found",
+    Lookup => "job lookup failed",
 });
 
 /// A failed [`JobClient::trigger`].
@@ -128,12 +142,85 @@ impl JobClient {
     }
 
     /// The job `job` of `module_id` in `client`'s project, over its NATS
-    /// connection and token, unchecked.
+    /// connection and token, once discovery shows a registered instance of
+    /// the module (in any status: a trigger may wait for its hosts) that
+    /// declares it. Nothing is created for a job nobody declares; to
+    /// trigger one anyway (a module not deployed yet), use
+    /// [`JobClient::unchecked`].
+    ///
+    /// # Errors
+    ///
+    /// `ModuleNotFound`, `JobNotFound` (naming the jobs the module
+    /// declares), `Lookup` when discovery did not answer, `NoConnection`
+    /// when `client` talks to an in-process service.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads the registry.
+    pub async fn from_discovery(
+        client: &DiscoveryClient,
+        module_id: &str,
+        job: &str,
+    ) -> Result<Self, TriggerError> {
+        let unchecked = Self::unchecked(client, module_id, job)?;
+        let mut registered = false;
+        let mut declared: Vec<pb::JobDescriptor> = Vec::new();
+        let mut instances = std::pin::pin!(client.list_all());
+        while let Some(instance) = instances.next().await {
+            let instance = instance.map_err(|e| {
+                TriggerError::new(
+                    TriggerErrorKind::Lookup,
+                    format!("could not look up the jobs of {module_id}"),
+                )
+                .with_source(e)
+            })?;
+            let Some(descriptor) = instance.descriptor else {
+                continue;
+            };
+            if descriptor.module_id != module_id {
+                continue;
+            }
+            registered = true;
+            for job in descriptor.jobs {
+                if !declared.iter().any(|d| d.name == job.name) {
+                    declared.push(job);
+                }
+            }
+        }
+        if !registered {
+            return Err(TriggerError::new(
+                TriggerErrorKind::ModuleNotFound,
+                format!("no instance of {module_id} is registered"),
+            )
+            .with_code(ErrorCode::ModuleNotFound.as_str()));
+        }
+        let Some(found) = declared.iter().find(|d| d.name == job) else {
+            let mut names: Vec<&str> = declared.iter().map(|d| d.name.as_str()).collect();
+            names.sort_unstable();
+            let listed = if names.is_empty() {
+                "it declares no job".to_owned()
+            } else {
+                format!("its jobs: {}", names.join(", "))
+            };
+            return Err(TriggerError::new(
+                TriggerErrorKind::JobNotFound,
+                format!("{module_id} declares no job {job:?}; {listed}"),
+            )
+            .with_code(ErrorCode::JobNotFound.as_str()));
+        };
+        let max_concurrency = found.max_concurrency.max(1);
+        Ok(unchecked.rebuilt(|inner| inner.max_concurrency = max_concurrency))
+    }
+
+    /// The job `job` of `module_id` in `client`'s project, over its NATS
+    /// connection and token, without asking discovery whether anything
+    /// declares it (a trigger for a module not deployed yet waits on the
+    /// stream for its first host).
     ///
     /// # Errors
     ///
     /// `NoConnection` when `client` talks to an in-process service.
-    pub fn from_discovery(
+    pub fn unchecked(
         client: &DiscoveryClient,
         module_id: &str,
         job: &str,
@@ -165,12 +252,10 @@ impl JobClient {
     /// in-process proxy, which cannot carry jobs.
     pub async fn resolve(proxy: &ModuleProxy, job: &str) -> Result<Self, CallError> {
         let found = proxy.job(job).await?;
-        let client =
-            Self::from_discovery(proxy.client(), proxy.module_id(), &found.descriptor.name)
-                .map_err(|e| {
-                    CallError::new(crate::CallErrorKind::Other, e.message().to_owned())
-                        .with_source(e)
-                })?;
+        let client = Self::unchecked(proxy.client(), proxy.module_id(), &found.descriptor.name)
+            .map_err(|e| {
+                CallError::new(crate::CallErrorKind::Other, e.message().to_owned()).with_source(e)
+            })?;
         Ok(client.rebuilt(|inner| {
             inner.max_concurrency = found.descriptor.max_concurrency.max(1);
         }))
@@ -337,6 +422,7 @@ impl JobClient {
             self.clone(),
             jobs::run_id(&inner.job, ack.sequence),
             ack.duplicate,
+            true,
         ))
     }
 
@@ -378,9 +464,20 @@ impl JobClient {
         }
     }
 
-    /// A handle on an existing run of this job (from its id).
+    /// A handle on an existing run of this job (from its id). It only
+    /// reads: [`JobRun::status`] answers `RunNotFound` for an id no trigger
+    /// of this job was stored under.
     pub fn run(&self, run_id: impl Into<String>) -> JobRun {
-        JobRun::new(self.clone(), run_id.into(), false)
+        JobRun::new(self.clone(), run_id.into(), false, false)
+    }
+
+    /// A handle on a run whose trigger the caller knows was stored (it
+    /// triggered the run itself, maybe in an earlier process, and kept the
+    /// id): like [`JobClient::trigger`]'s, its [`JobRun::status`] ends the
+    /// run `FAILED` with [`abi_wire::jobs::EXPIRED_UNRUN_ERROR`] (stored,
+    /// create-only) once the trigger left the stream unrun.
+    pub fn triggered_run(&self, run_id: impl Into<String>) -> JobRun {
+        JobRun::new(self.clone(), run_id.into(), false, true)
     }
 }
 

@@ -62,14 +62,18 @@ pub struct JobRun {
     client: JobClient,
     run_id: String,
     duplicate: bool,
+    /// Whether this handle comes from a stored trigger ([`JobClient::trigger`]),
+    /// not from a run id alone.
+    triggered: bool,
 }
 
 impl JobRun {
-    pub(crate) fn new(client: JobClient, run_id: String, duplicate: bool) -> Self {
+    pub(crate) fn new(client: JobClient, run_id: String, duplicate: bool, triggered: bool) -> Self {
         Self {
             client,
             run_id,
             duplicate,
+            triggered,
         }
     }
 
@@ -95,32 +99,47 @@ impl JobRun {
     /// `JobRun.status()`).
     ///
     /// Better than the reference: without a record, the trigger is looked
-    /// up on the stream (by its sequence, `STREAM.MSG.GET`); when it is gone
-    /// (its `Nats-TTL` passed before any host took it) no host will ever
-    /// run it, and the run ends `FAILED` with
-    /// [`abi_wire::jobs::EXPIRED_UNRUN_ERROR`], attempt 0: a record written
-    /// create-only, so Python callers (whose `wait` knows only the five
-    /// terminal statuses) see the same end.
+    /// up on the stream (by its sequence, `STREAM.MSG.GET`). For a run this
+    /// handle triggered, a trigger gone (its `Nats-TTL` passed before any
+    /// host took it) means no host will ever run it, and the run ends
+    /// `FAILED` with [`abi_wire::jobs::EXPIRED_UNRUN_ERROR`], attempt 0: a
+    /// record written create-only, so Python callers (whose `wait` knows
+    /// only the five terminal statuses) see the same end. A handle from a
+    /// run id alone ([`JobClient::run`]) never writes: without a record and
+    /// a stored trigger of this job at its sequence, the run is unknown.
     ///
     /// # Errors
     ///
-    /// Document service failures other than `DocumentNotFound` (a missing
-    /// collection, too, means no host wrote a record yet: `QUEUED`). A
-    /// stream that cannot be read leaves the run `QUEUED`.
+    /// `RunNotFound` for a handle from a run id with no record and no
+    /// trigger of this job stored at its sequence (a future sequence, a
+    /// schedule message's, another job's, or a trigger that left the
+    /// stream); document service failures other than `DocumentNotFound` (a
+    /// missing collection, too, means no host wrote a record yet). A stream
+    /// that cannot be read leaves the run `QUEUED`.
     ///
     /// # Cancel safety
     ///
-    /// Cancel-safe: it reads, and its one write is create-only.
+    /// Cancel-safe: it reads, and its one write (a triggered handle's
+    /// expired record) is create-only.
     pub async fn status(&self) -> Result<RunRecord, CallError> {
         let inner = &self.client.inner;
         // At most twice: a host may write the record while we look.
         for _ in 0..2 {
             match self.read().await? {
                 Some(record) => return Ok(record),
-                None => match expired::check(inner, &self.run_id).await {
+                None => match expired::check(inner, &self.run_id, self.triggered).await {
                     Ok(expired::Unrun::Queued) => break,
                     Ok(expired::Unrun::Expired(record)) => return Ok(record),
                     Ok(expired::Unrun::Raced) => {}
+                    Ok(expired::Unrun::Unknown) => {
+                        return Err(CallError::new(
+                            CallErrorKind::RunNotFound,
+                            format!(
+                                "no run {} of job {} of {}: no record, and no trigger of the job stored at its sequence",
+                                self.run_id, inner.job, inner.module_id
+                            ),
+                        ));
+                    }
                     Err(e) => {
                         debug!(run_id = %self.run_id, error = %e, "trigger not looked up");
                         break;
