@@ -44,7 +44,7 @@ use crate::store::cache::SnapshotCache;
 use crate::store::coalesce::Coalescer;
 use crate::store::decode::{decode, error_chain};
 use crate::telemetry::{Counters, HistogramSnapshot};
-pub use crate::writer::{BUSY_MESSAGE, MAX_ATTEMPTS};
+pub use crate::writer::{BUSY_MESSAGE, CONFLICT_BUDGET, MIN_ATTEMPTS};
 use crate::writer::{WriteCmd, Writer, WriterConfig};
 
 /// Default writer queue capacity: enough for bursts from a few hundred

@@ -15,8 +15,10 @@
 //!    The batch shares one [`Draft`], which copies the registry only for the
 //!    mutations that may change statuses;
 //! 3. if any mutation succeeded, compare-and-swap once on the revision
-//!    started from; on a conflict re-read and re-apply the whole batch, at most
-//!    [`MAX_ATTEMPTS`] attempts in all, then answer `REGISTRY_BUSY`;
+//!    started from; on a conflict pause (random, doubling, at most
+//!    [`MAX_CONFLICT_PAUSE`]), re-read and re-apply the whole batch: at least
+//!    [`MIN_ATTEMPTS`] attempts, then more while [`CONFLICT_BUDGET`] lasts,
+//!    then answer `REGISTRY_BUSY` ([`after_conflict`] decides);
 //! 4. answer every caller.
 //!
 //! A store failure or timeout answers the whole batch `UNAVAILABLE` and drops
@@ -41,26 +43,42 @@ use crate::store::decode::{decode, error_chain};
 use crate::store::{CasError, SnapshotStore};
 use crate::telemetry::Counters;
 
-/// Compare-and-swap attempts per batch before answering `REGISTRY_BUSY` (the
-/// reference's five).
-pub const MAX_ATTEMPTS: usize = 5;
+/// Compare-and-swap attempts every batch gets before it may be answered
+/// `REGISTRY_BUSY` (the reference's five, which are all it makes).
+pub const MIN_ATTEMPTS: usize = 5;
+
+/// How long a batch keeps retrying conflicts past its first
+/// [`MIN_ATTEMPTS`]. Every conflict means another owner's write landed, so
+/// retrying is progress, not a livelock; on a loaded machine two owners can
+/// lose five races in a row with no fault at all, and the reference's fixed
+/// five then answer `REGISTRY_BUSY` to ordinary traffic. Well under the
+/// callers' request deadline (10 s in the SDK), so a busy answer still
+/// reaches them.
+pub const CONFLICT_BUDGET: Duration = Duration::from_secs(2);
 
 /// Upper bound of the random pause after the first conflict of a batch; it
-/// doubles with each further conflict (so at most 150 ms over a batch's five
-/// attempts).
+/// doubles with each further conflict, up to [`MAX_CONFLICT_PAUSE`].
 ///
 /// On a replicated bucket the write that beat ours may still be in flight
 /// when we learn of it (nats-server's 10164): re-reading at once returns the
-/// old snapshot, and two owners retrying in lockstep can conflict five times
-/// in a row, especially while a restarted node catches up and replication
+/// old snapshot, and two owners retrying in lockstep can conflict again and
+/// again, especially while a restarted node catches up and replication
 /// slows. A short random pause lets the winner's write land and the two
 /// owners fall out of step.
 pub const CONFLICT_PAUSE: Duration = Duration::from_millis(10);
 
-/// The random pause after conflict number `attempt` (from 1) of a batch.
-fn conflict_pause(attempt: usize) -> Duration {
-    let ceiling = CONFLICT_PAUSE.saturating_mul(1 << attempt.saturating_sub(1).min(8));
-    ceiling.mul_f64(rand::random::<f64>())
+/// The longest pause between two attempts of a batch.
+pub const MAX_CONFLICT_PAUSE: Duration = Duration::from_millis(200);
+
+/// After conflict number `attempt` (from 1) of a batch, `elapsed` after its
+/// first attempt: the pause before the next attempt, or `None` to answer
+/// `REGISTRY_BUSY`. `jitter` in `[0, 1)` scales the pause.
+pub(crate) fn after_conflict(attempt: usize, elapsed: Duration, jitter: f64) -> Option<Duration> {
+    let doubled = CONFLICT_PAUSE.saturating_mul(1 << attempt.saturating_sub(1).min(8));
+    let pause = doubled
+        .min(MAX_CONFLICT_PAUSE)
+        .mul_f64(jitter.clamp(0.0, 1.0));
+    (attempt < MIN_ATTEMPTS || elapsed + pause < CONFLICT_BUDGET).then_some(pause)
 }
 
 /// The message of `REGISTRY_BUSY`, as the reference words it.
@@ -215,7 +233,10 @@ impl Writer {
             .cache
             .get()
             .filter(|cached| cached.epoch == self.store.epoch());
-        for attempt in 1..=MAX_ATTEMPTS {
+        let started = Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
             if attempt > 1 {
                 Counters::bump(&self.counters.retries);
             }
@@ -224,8 +245,9 @@ impl Writer {
                 Ok(answers) => return answers,
                 Err(AttemptError::Conflict) => {
                     Counters::bump(&self.counters.conflicts);
-                    if attempt < MAX_ATTEMPTS {
-                        tokio::time::sleep(conflict_pause(attempt)).await;
+                    match after_conflict(attempt, started.elapsed(), rand::random::<f64>()) {
+                        Some(pause) => tokio::time::sleep(pause).await,
+                        None => break,
                     }
                 }
                 Err(AttemptError::Stale) => {}
@@ -240,7 +262,8 @@ impl Writer {
         Counters::bump(&self.counters.busy);
         tracing::warn!(
             batch_len = mutations.len(),
-            attempts = MAX_ATTEMPTS,
+            attempts = attempt,
+            elapsed_ms = started.elapsed().as_millis() as u64,
             "registry busy: every compare-and-swap conflicted"
         );
         let busy = DiscoveryError::Refused(Error::new(ErrorCode::RegistryBusy, BUSY_MESSAGE));
@@ -328,5 +351,36 @@ impl Writer {
             .map_err(|e| AttemptError::Store(e.to_string()))?;
         self.cache.offer(decoded.clone());
         Ok(decoded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflicts_are_retried_for_five_attempts_then_within_the_budget() {
+        let ms = Duration::from_millis;
+        let rows = [
+            // (attempt, elapsed, jitter) -> pause, or busy
+            ((1, ms(0), 0.5), Some(ms(5))),
+            ((2, ms(10), 0.5), Some(ms(10))),
+            ((3, ms(30), 0.25), Some(ms(10))),
+            ((6, ms(300), 1.0), Some(MAX_CONFLICT_PAUSE)),
+            ((20, ms(1_500), 0.0), Some(Duration::ZERO)),
+            // The first five are made whatever the time.
+            ((4, ms(5_000), 0.5), Some(ms(40))),
+            // Past five, only while the budget lasts.
+            ((5, ms(1_900), 1.0), None),
+            ((5, ms(1_900), 0.25), Some(ms(40))),
+            ((9, CONFLICT_BUDGET, 0.0), None),
+        ];
+        for ((attempt, elapsed, jitter), expected) in rows {
+            assert_eq!(
+                after_conflict(attempt, elapsed, jitter),
+                expected,
+                "attempt {attempt} after {elapsed:?}"
+            );
+        }
     }
 }
