@@ -355,10 +355,13 @@ fn parse_time(b: Bytes<'_>, start: usize, end: usize) -> Option<(Clock, Option<i
     if rv {
         return None;
     }
-    Some((
-        clock,
-        Some(sign * (((h * 60 + m) * 60 + s) * 1_000_000 + us)),
-    ))
+    let whole_seconds = (h * 60 + m) * 60 + s;
+    // CPython's `tzinfo_from_isoformat_results`: an offset whose whole
+    // seconds are zero is UTC, its fraction dropped (`+00:00:00.5` is UTC).
+    if whole_seconds == 0 {
+        return Some((clock, Some(0)));
+    }
+    Some((clock, Some(sign * (whole_seconds * 1_000_000 + us))))
 }
 
 /// `parse_hh_mm_ss_ff`: `HH[:MM[:SS]]` or `HH[MM[SS]]`, then an optional
@@ -533,6 +536,23 @@ mod tests {
             (
                 "2026-W40-4",
                 "ERR Document datetimes must be timezone-aware",
+            ),
+            // An offset of zero whole seconds is UTC; its fraction is dropped.
+            (
+                "2026-01-01T12:00:00+00:00:00.5",
+                "2026-01-01T12:00:00+00:00",
+            ),
+            (
+                "2026-01-01T12:00:00-00:00:00.000001",
+                "2026-01-01T12:00:00+00:00",
+            ),
+            (
+                "2026-01-01T12:00:00+00:00:01.5",
+                "2026-01-01T11:59:58.500000+00:00",
+            ),
+            (
+                "2026-01-01T12:00:00+01:00:00.5",
+                "2026-01-01T10:59:59.500000+00:00",
             ),
             ("0000-01-01T00:00Z", "ERR year 0 is out of range"),
             ("00000101T00Z", "ERR year 0 is out of range"),

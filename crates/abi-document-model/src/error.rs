@@ -38,6 +38,10 @@ pub enum DocumentError {
     /// transient failure.
     #[error("{0}")]
     Adapter(String),
+    /// The answer would not fit the broker's max payload (a put refused
+    /// before it is stored).
+    #[error("{0}")]
+    PayloadTooLarge(String),
 }
 
 impl DocumentError {
@@ -52,6 +56,7 @@ impl DocumentError {
             DocumentError::PermissionDenied(_) => ErrorCode::PermissionDenied,
             DocumentError::Storage(_) => ErrorCode::StorageError,
             DocumentError::Adapter(_) => ErrorCode::AdapterError,
+            DocumentError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
         }
     }
 

@@ -15,6 +15,7 @@ mod dumps;
 mod float;
 mod json;
 mod repr;
+mod unprintable;
 
 pub use dumps::{dumps, dumps_default, json_string};
 pub use float::{exact_integer_text, python_repr, repr_integer_text};

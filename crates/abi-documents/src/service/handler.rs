@@ -14,7 +14,7 @@ use abi_document_model::validate::{
     validate_data, validate_max_bytes, validate_name, validate_query, validate_spec,
     validate_version,
 };
-use abi_document_model::{DocumentError, DocumentStore, FindQuery};
+use abi_document_model::{Data, Datetime, Document, DocumentError, DocumentStore, FindQuery};
 use abi_process::Secret;
 use abi_proto::common::v1::CallError;
 use abi_proto::document::v1 as pb;
@@ -143,6 +143,7 @@ impl<S: DocumentStore> Handler<S> {
             page_bytes: request
                 .max_payload
                 .map(|limit| (limit / abi_wire::documents::PAGE_SHARE) as i64),
+            max_payload: request.max_payload,
         };
         match op(self, call, decoded).await {
             Ok(reply) => Answer {
@@ -250,6 +251,9 @@ impl<S: DocumentStore> Handler<S> {
         validate_version(r.if_version)?;
         validate_name(&r.collection)?;
         validate_name(&r.id)?;
+        if let Some(limit) = call.max_payload {
+            check_put_reply_fits(&r.id, &data, limit)?;
+        }
         let doc = self
             .store
             .put(&r.namespace, &r.collection, &r.id, data, r.if_version)
@@ -347,6 +351,8 @@ impl<S: DocumentStore> Handler<S> {
 struct Call {
     identity: String,
     page_bytes: Option<i64>,
+    /// The broker's max payload, when known: the largest reply.
+    max_payload: Option<usize>,
 }
 
 /// A refusal reply of `R`'s type: `code`, `message`, not retryable (as the
@@ -364,15 +370,43 @@ fn refusal<R: DocumentRpc>(code: ErrorCode, message: &str) -> Answer {
     }
 }
 
+/// The message of a put refused because its answer would not fit.
+pub const PUT_REPLY_TOO_LARGE: &str = "The stored document would not fit in the reply (the broker's max payload): nothing was stored; store less, or a storage reference";
+
+/// Refuses, before anything is stored, a put whose reply (the stored
+/// document: datetimes come back in their long form) would exceed `limit`
+/// bytes: stored, it could never be read back. Timestamps and version are
+/// counted at their longest.
+fn check_put_reply_fits(id: &str, data: &Data, limit: usize) -> Result<(), DocumentError> {
+    let longest =
+        Datetime::from_unix_micros(Datetime::now().unix_micros() | 1).unwrap_or_else(Datetime::now);
+    let reply = pb::PutResponse {
+        document: Some(document_to_pb(&Document {
+            id: id.to_owned(),
+            data: data.clone(),
+            created_at: longest,
+            updated_at: longest,
+            version: i64::MAX,
+        })),
+        ..Default::default()
+    };
+    if reply.encoded_len() > limit {
+        return Err(DocumentError::PayloadTooLarge(
+            PUT_REPLY_TOO_LARGE.to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 /// The refusal for a failed operation: the message only for
 /// `INVALID_ARGUMENT` (the others say their code, as the reference, so no
 /// storage detail or document name leaks).
 fn refused<R: DocumentRpc>(error: &DocumentError) -> Answer {
     let code = error.code();
     match error {
-        DocumentError::InvalidArgument(message) | DocumentError::PermissionDenied(message) => {
-            refusal::<R>(code, message)
-        }
+        DocumentError::InvalidArgument(message)
+        | DocumentError::PermissionDenied(message)
+        | DocumentError::PayloadTooLarge(message) => refusal::<R>(code, message),
         DocumentError::Storage(_) | DocumentError::Adapter(_) => {
             // Logged by kind only: storage messages may hold connection details.
             tracing::warn!(code = code.as_str(), "document operation failed in storage");

@@ -339,6 +339,37 @@ async fn bad_requests_get_a_code_and_change_nothing() {
             .namespaces,
         vec!["m".to_owned()]
     );
+    // A put that fits the broker but whose answer would not (short
+    // datetimes come back long): refused before it is stored, since a
+    // stored one could never be read back.
+    let short = pb::Value {
+        kind: Some(pb::value::Kind::DatetimeValue("2026-01-01T00Z".into())),
+    };
+    let mut data = pb::Data::default();
+    data.fields.insert(
+        "at".into(),
+        pb::Value {
+            kind: Some(pb::value::Kind::ListValue(pb::Values {
+                items: vec![short; 50_000],
+            })),
+        },
+    );
+    let big = pb::PutRequest {
+        namespace: "m".into(),
+        collection: "c".into(),
+        id: "big".into(),
+        data: Some(data),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let max_payload = client.server_info().max_payload;
+    assert!(big.len() < max_payload, "the request fits: {}", big.len());
+    let (header, error, _) = raw(&client, Operation::Put, Some(&api), big).await;
+    assert_eq!(header.as_deref(), Some("PAYLOAD_TOO_LARGE"));
+    assert_eq!(
+        error.expect("error").message,
+        abi_documents::service::handler::PUT_REPLY_TOO_LARGE
+    );
     // Nothing was stored by any refused put.
     let count = pb::CountRequest {
         namespace: "m".into(),
