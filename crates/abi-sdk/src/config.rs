@@ -32,7 +32,7 @@ pub const DEFAULT_MAX_RECONNECTS: usize = 60;
 /// period) for modules whose work takes longer.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(8);
 /// Where the health probe listens when only `ABI_HEALTH_PORT` is set.
-pub const DEFAULT_HEALTH_HOST: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+pub const DEFAULT_HEALTH_HOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// Why a configuration was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -296,6 +296,27 @@ impl fmt::Debug for Config {
     }
 }
 
+/// A setting in whole seconds, at least 1 (`None` when unset).
+fn whole_seconds(
+    get: &dyn Fn(&str) -> Option<String>,
+    key: &str,
+) -> Result<Option<Duration>, ConfigError> {
+    let Some(value) = get(key) else {
+        return Ok(None);
+    };
+    value
+        .parse::<u64>()
+        .ok()
+        .filter(|secs| *secs > 0)
+        .map(|secs| Some(Duration::from_secs(secs)))
+        .ok_or_else(|| {
+            ConfigError::new(
+                ConfigErrorKind::InvalidTimeout,
+                format!("{key} must be a whole number of seconds, at least 1, not {value:?}"),
+            )
+        })
+}
+
 impl Config {
     /// Checks that this configuration can run the module `spec` declares:
     /// the discovery settings ([`DiscoveryConfig::validate`]), discovery
@@ -340,7 +361,10 @@ impl Config {
     /// - `ABI_PROJECT`: turns discovery on for that project;
     /// - `ABI_MODULE_KEY` (signs tokens for `module_id`), else `ABI_SERVICE_TOKEN`;
     /// - `ABI_ROLLOUT_ID`, `ABI_ROLLOUT_MODULES` (comma-separated);
-    /// - `ABI_HEALTH_PORT`, `ABI_HEALTH_HOST` (default `0.0.0.0`);
+    /// - `ABI_HEALTH_PORT`, `ABI_HEALTH_HOST` (default `127.0.0.1`; a
+    ///   container probed from outside sets `0.0.0.0`);
+    /// - `ABI_DRAIN_TIMEOUT_SECS`: the longest drain, in whole seconds
+    ///   (default 300, at least 1);
     /// - `ABI_SHUTDOWN_GRACE_SECS`: the shutdown budget in whole seconds
     ///   (default 8, at least 1).
     ///
@@ -381,18 +405,11 @@ impl Config {
             discovery.validate()?;
             config.discovery = Some(discovery);
         }
-        if let Some(grace) = get("ABI_SHUTDOWN_GRACE_SECS") {
-            config.shutdown_grace = grace
-                .parse::<u64>()
-                .ok()
-                .filter(|secs| *secs > 0)
-                .map(Duration::from_secs)
-                .ok_or_else(|| {
-                    ConfigError::new(
-                        ConfigErrorKind::InvalidTimeout,
-                        "ABI_SHUTDOWN_GRACE_SECS must be a whole number of seconds, at least 1",
-                    )
-                })?;
+        if let Some(grace) = whole_seconds(&get, "ABI_SHUTDOWN_GRACE_SECS")? {
+            config.shutdown_grace = grace;
+        }
+        if let Some(timeout) = whole_seconds(&get, "ABI_DRAIN_TIMEOUT_SECS")? {
+            config.drain_timeout = timeout;
         }
         if let Some(port) = get("ABI_HEALTH_PORT") {
             let port: u16 = port.parse().map_err(|_| {
@@ -553,7 +570,7 @@ mod tests {
         assert_eq!(discovery.startup_timeout, Duration::from_secs(60));
         assert_eq!(discovery.refresh_interval, Duration::from_secs(2));
         assert_eq!(discovery.health_summary_interval, Duration::from_secs(300));
-        assert_eq!(config.health, Some("0.0.0.0:0".parse().unwrap()));
+        assert_eq!(config.health, Some("127.0.0.1:0".parse().unwrap()));
         assert!(config.token.is_some());
         assert_eq!(config.shutdown_grace, DEFAULT_SHUTDOWN_GRACE);
     }
@@ -569,6 +586,27 @@ mod tests {
         for bad in ["0", "-1", "2.5", "soon"] {
             assert_eq!(grace(bad), Err(ConfigErrorKind::InvalidTimeout), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_drain_timeout_comes_from_the_environment_in_whole_seconds() {
+        let drain = |value: &str| {
+            Config::from_lookup("m", &lookup(&[("ABI_DRAIN_TIMEOUT_SECS", value)]))
+                .map(|c| c.drain_timeout)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(drain("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(
+            Config::from_lookup("m", &lookup(&[]))
+                .unwrap()
+                .drain_timeout,
+            DEFAULT_DRAIN_TIMEOUT
+        );
+        let refused = drain("0").unwrap_err();
+        assert!(
+            refused.contains("ABI_DRAIN_TIMEOUT_SECS must be a whole number of seconds"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -105,6 +105,48 @@ async fn invoke_stream_cancel_and_status_from_a_new_client() {
     let denied = other.invocation(id).status(0).await.unwrap_err();
     assert_eq!(denied.code(), Some("PERMISSION_DENIED"));
 
+    // A submit in another conversation, chosen per submit or per client:
+    // the client's own thread stays as it was, clones share it, a
+    // `new_thread` does not.
+    let own = agent.thread_id();
+    let mut other_thread = agent
+        .submit(
+            "hello",
+            SubmitOptions {
+                thread_id: Some("thread-explicit".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    other_thread.result(Some(DEADLINE)).await.unwrap();
+    let status = other_thread.status(0).await.unwrap();
+    assert_eq!(status.thread_id, "thread-explicit");
+    assert_eq!(agent.thread_id(), own);
+    assert_eq!(agent.clone().thread_id(), own);
+    let fresh = agent.new_thread();
+    assert_ne!(fresh.thread_id(), own);
+    let mut on_fresh = fresh
+        .submit("hello", SubmitOptions::default())
+        .await
+        .unwrap();
+    on_fresh.result(Some(DEADLINE)).await.unwrap();
+    assert_eq!(
+        on_fresh.status(0).await.unwrap().thread_id,
+        fresh.thread_id()
+    );
+    let empty = agent
+        .submit(
+            "hello",
+            SubmitOptions {
+                thread_id: Some(String::new()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(empty.kind(), AgentErrorKind::InvalidArgument);
+
     // A deadline that expires: TIMED_OUT.
     let mut late = agent
         .submit(

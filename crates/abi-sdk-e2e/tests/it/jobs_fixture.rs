@@ -183,7 +183,7 @@ impl Calls {
 
 /// The test handler. Payload: `{"fail": "why"}` fails (retryable);
 /// `{"fail_attempts": n}` fails the first n attempts; `{"block": true}`
-/// waits until cancelled then fails (`{"block_on": instance}`: only on that
+/// waits until cancelled then logs `stopped: <stop reason>` and fails (`{"block_on": instance}`: only on that
 /// host); `{"ignore_cancel": true}` never ends; `{"gate": true}` waits for
 /// [`Calls::release`] (`{"gate_first": true}`: on the first attempt only);
 /// `{"sleep_ms": n}` works n ms; `{"skip": "why"}`; else
@@ -216,6 +216,7 @@ fn handler(
             }
             if p["block"].as_bool() == Some(true) {
                 cx.cancelled().cancelled().await;
+                cx.log(format!("stopped: {:?}", cx.stop_reason()));
                 return Err(JobError::new("CancelledError", "stopped"));
             }
             if p["ignore_cancel"].as_bool() == Some(true) {
@@ -223,6 +224,7 @@ fn handler(
             }
             if p["block_on"].as_str() == Some(instance.as_str()) {
                 cx.cancelled().cancelled().await;
+                cx.log(format!("stopped: {:?}", cx.stop_reason()));
                 return Err(JobError::new("CancelledError", "stopped"));
             }
             if p["gate_first"].as_bool() == Some(true) && cx.attempt() == 1 {

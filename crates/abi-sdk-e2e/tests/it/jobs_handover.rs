@@ -77,6 +77,11 @@ async fn closing_hands_back_at_once_and_the_record_shows_it() {
     let record = run.status().await.unwrap();
     assert_eq!((record.status.as_str(), record.attempt), ("RETRYING", 0));
     assert_eq!(record.error, "Handed back by host shutdown");
+    assert!(
+        record.logs.contains(&"stopped: Some(HandBack)".to_owned()),
+        "the handler saw why it stopped: {:?}",
+        record.logs
+    );
     let (b, _) = setup.host(MODULE, "rust-b", spec, options).await;
     let record = run.wait(DEADLINE).await.unwrap();
     assert_eq!((record.status.as_str(), record.attempt), ("SUCCEEDED", 1));

@@ -205,6 +205,12 @@ async fn a_run_past_its_timeout_is_timed_out_and_a_cancelled_run_is_cancelled() 
     let record = run.wait(DEADLINE).await.unwrap();
     assert_eq!(record.status, "CANCELLED");
     assert!(record.to_json()["finished_at"].is_string());
+    // The handler could tell a caller's cancel from a hand-back.
+    assert!(
+        record.logs.contains(&"stopped: Some(Cancel)".to_owned()),
+        "{:?}",
+        record.logs
+    );
     host.close_now().await;
     other.close_now().await;
     setup.stop().await;

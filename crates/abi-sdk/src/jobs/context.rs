@@ -84,6 +84,21 @@ pub struct JobContext {
 pub(crate) struct Notes {
     pub(crate) logs: Vec<String>,
     pub(crate) skipped: Option<String>,
+    pub(crate) stop: Option<StopReason>,
+}
+
+/// Why a run was asked to stop ([`JobContext::stop_reason`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// A caller cancelled the run: it ends CANCELLED.
+    Cancel,
+    /// Its host is shutting down and hands it back: it runs again elsewhere,
+    /// the attempt given back (save what lets the next attempt resume).
+    HandBack,
+    /// The attempt passed the job's timeout: it ends TIMED_OUT (retried
+    /// while attempts are left).
+    Timeout,
 }
 
 impl JobContext {
@@ -132,9 +147,22 @@ impl JobContext {
     }
 
     /// Cancelled when the run should stop: a caller cancelled it, it timed
-    /// out, or its host hands it back while shutting down.
+    /// out, or its host hands it back while shutting down
+    /// ([`JobContext::stop_reason`] says which).
     pub fn cancelled(&self) -> &CancellationToken {
         &self.cancelled
+    }
+
+    /// Why the run was asked to stop, once it was (`None` before): the
+    /// first reason given wins.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.lock().stop
+    }
+
+    /// Asks the run to stop for `reason` (kept unless one was given before).
+    pub(crate) fn stop(&self, reason: StopReason) {
+        self.lock().stop.get_or_insert(reason);
+        self.cancelled.cancel();
     }
 
     /// Adds a line to the run's logs (at most 200 lines of 2000 characters
@@ -189,6 +217,16 @@ where
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_first_stop_reason_is_kept() {
+        let cx = JobContext::new("j:1", "j", 1, serde_json::json!({}), serde_json::json!({}));
+        assert_eq!(cx.stop_reason(), None);
+        cx.stop(StopReason::HandBack);
+        cx.stop(StopReason::Cancel);
+        assert!(cx.cancelled().is_cancelled());
+        assert_eq!(cx.stop_reason(), Some(StopReason::HandBack));
+    }
 
     #[test]
     fn logs_keep_the_last_200_lines_and_errors_read_as_the_references() {

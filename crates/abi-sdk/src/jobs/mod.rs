@@ -22,6 +22,7 @@ pub mod time;
 
 pub use context::{
     JobContext, JobError, JobErrorKind, JobHandler, JobResult, MAX_LOG_LINE_CHARS, MAX_LOG_LINES,
+    StopReason,
 };
 pub use host::{JobHost, JobHostOptions, JobRetention};
 pub use spec::{

@@ -133,6 +133,16 @@ impl ModuleSpec {
         self
     }
 
+    /// How the runner's host of the jobs declared with
+    /// [`ModuleSpec::job_handler`] runs them: heartbeats, ack wait, backoff,
+    /// hand-back grace, retention (default [`crate::jobs::JobHostOptions::default`],
+    /// the reference's).
+    #[must_use]
+    pub fn job_host_options(mut self, options: crate::jobs::JobHostOptions) -> Self {
+        self.job_handlers.set_options(options);
+        self
+    }
+
     /// Serves `host` (an agent or model host): what it serves joins the
     /// descriptor now, and the runner binds and starts it after
     /// `on_initialized`, drains it with the others and closes it after the

@@ -4,8 +4,8 @@
 //!
 //! Beyond the reference: submits spread over the READY replicas (a
 //! rotating start, not always the lowest instance id), and a replica that
-//! answers `AGENT_BUSY` (draining, or full) is skipped for a while and the
-//! submit goes to the next one.
+//! answers `AGENT_BUSY` (full) is skipped for a while; on that answer or on
+//! `MODULE_UNAVAILABLE` (draining, not READY) the submit goes to the next.
 
 mod error;
 mod invocation;
@@ -33,12 +33,16 @@ pub struct SubmitOptions {
     pub stream: bool,
     /// The run's deadline in seconds, 0 for none (at most 3600).
     pub deadline_secs: u32,
+    /// The conversation this submit belongs to (default the client's,
+    /// [`AgentClient::thread_id`]); the client's own is left as it is.
+    pub thread_id: Option<String>,
 }
 
 /// One agent of one module, called over NATS.
 ///
 /// Cheap to clone; clones share the conversation (thread id) and the
-/// routing state.
+/// routing state ([`AgentClient::new_thread`] starts another conversation,
+/// [`SubmitOptions::thread_id`] picks one for a single submit).
 #[derive(Clone)]
 pub struct AgentClient {
     pub(crate) proxy: ModuleProxy,
@@ -100,6 +104,16 @@ impl AgentClient {
         self
     }
 
+    /// A client of the same agent in a new conversation (a fresh thread id);
+    /// plain clones share the conversation.
+    #[must_use]
+    pub fn new_thread(&self) -> Self {
+        Self {
+            thread_id: Arc::new(Mutex::new(ids::uuid4())),
+            ..self.clone()
+        }
+    }
+
     /// The conversation submits belong to (a fresh UUID at first).
     pub fn thread_id(&self) -> String {
         self.thread_id.lock().map(|t| t.clone()).unwrap_or_default()
@@ -148,12 +162,22 @@ impl AgentClient {
                 "deadline must be 0..3600 seconds",
             ));
         }
+        let thread_id = match options.thread_id {
+            Some(thread_id) if thread_id.is_empty() => {
+                return Err(AgentError::new(
+                    AgentErrorKind::InvalidArgument,
+                    "thread_id must be nonempty",
+                ));
+            }
+            Some(thread_id) => thread_id,
+            None => self.thread_id(),
+        };
         let mut handle = self.invocation(options.invocation_id.unwrap_or_else(ids::uuid4));
         let inbox = handle.subscribe_updates().await?;
         let request = apb::SubmitRequest {
             context: route::context(self),
             invocation_id: handle.invocation_id().to_owned(),
-            thread_id: self.thread_id(),
+            thread_id,
             prompt: prompt.to_owned(),
             mode: if options.stream { "stream" } else { "invoke" }.into(),
             deadline_seconds: options.deadline_secs,

@@ -2,8 +2,9 @@
 //! declaring the agent, starting at a rotating position (the reference
 //! always takes the lowest instance id), skipping replicas that answered
 //! `AGENT_BUSY` in the last few seconds, and moving on to the next replica
-//! on `AGENT_BUSY` (a draining or full host creates nothing before it
-//! refuses, so the submit is safe to send elsewhere). Other calls go to the
+//! on `AGENT_BUSY` (full) or `MODULE_UNAVAILABLE` (draining, not READY): such
+//! a host creates nothing before it refuses, so the submit is safe to send
+//! elsewhere. Other calls go to the
 //! run's owner when it is registered, else to any replica (which reads the
 //! shared record). The instance list is cached 1 s for every call, submits
 //! included (the reference caches it for non-submit calls only and asks

@@ -97,9 +97,10 @@ async fn dispatch(
             op = op.as_str(),
             "agent host at call capacity; answering AGENT_BUSY"
         );
+        let code = abi_wire::ErrorCode::AgentBusy.as_str();
         let error = common::CallError {
-            code: "AGENT_BUSY".into(),
-            message: "AGENT_BUSY: Provider is at call capacity".into(),
+            code: code.into(),
+            message: format!("{code}: Provider is at call capacity"),
             ..Default::default()
         };
         ops::reply(shared, &msg, ops::refusal(op, error)).await;

@@ -15,7 +15,7 @@ use super::record::{self, Fence, Saved};
 use super::runs::Control;
 use super::{Job, Shared};
 use crate::jobs::time::now_iso;
-use crate::jobs::{JobContext, JobErrorKind};
+use crate::jobs::{JobContext, JobErrorKind, StopReason};
 
 /// Python's `%g` of a timeout in seconds.
 fn seconds_g(t: Duration) -> String {
@@ -77,7 +77,7 @@ pub(super) async fn supervise(
                 }
             }
             () = tokio::time::sleep_until(deadline) => {
-                cx.cancelled().cancel();
+                cx.stop(StopReason::Timeout);
                 work.abort();
                 let timeout = job.spec.attempt_timeout().unwrap_or_default();
                 return Outcome::Finished {
@@ -89,11 +89,11 @@ pub(super) async fn supervise(
             }
             () = control.cancelled.cancelled(), if !cancelled => {
                 cancelled = true;
-                cx.cancelled().cancel();
+                cx.stop(StopReason::Cancel);
             }
             () = control.handback.cancelled(), if !handing_back => {
                 handing_back = true;
-                cx.cancelled().cancel();
+                cx.stop(StopReason::HandBack);
                 handback_at = Instant::now() + shared.options.handback_grace;
             }
             () = tokio::time::sleep_until(handback_at) => {
