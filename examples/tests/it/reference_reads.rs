@@ -75,3 +75,40 @@ fn a_raw_descriptor_the_reference_refuses_is_refused_before_it_registers() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_raw_app_descriptor_the_reference_refuses_is_refused_too() {
+    use abi_sdk::pb;
+    for (app, message) in [
+        (
+            pb::AppDescriptor {
+                name: "my app".into(),
+                ..Default::default()
+            },
+            "App name 'my app': 1 to 64 letters",
+        ),
+        (
+            pb::AppDescriptor {
+                name: "ui".into(),
+                entry: "../secret.html".into(),
+                ..Default::default()
+            },
+            "App ui: entry must be a relative path",
+        ),
+    ] {
+        let spec = ModuleSpec::new("acme.apps").app(app);
+        let err = spec.check_declarations().unwrap_err();
+        assert!(err.contains(message), "{err}");
+        let out = std::process::Command::new(python())
+            .arg(workspace_root().join("tests/interop/read_module.py"))
+            .arg(hex(&spec))
+            .output()
+            .expect("run the reference");
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(message),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

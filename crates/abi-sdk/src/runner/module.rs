@@ -182,6 +182,9 @@ impl ModuleSpec {
             crate::jobs::JobSpec::from_descriptor(job)
                 .map_err(|err| format!("job {:?}: {err}", job.name))?;
         }
+        for app in &self.descriptor.apps {
+            check_app(app)?;
+        }
         Ok(())
     }
 
@@ -194,6 +197,21 @@ impl ModuleSpec {
     pub fn descriptor(&self) -> &pb::ModuleDescriptor {
         &self.descriptor
     }
+}
+
+/// The reference's `AppDescriptor.__post_init__` checks, with its messages
+/// (discovery reads an empty entry as `index.html`).
+fn check_app(app: &pb::AppDescriptor) -> Result<(), String> {
+    if !abi_wire::names::app_name(&app.name) {
+        return Err(format!(
+            "App name {}: 1 to 64 letters, digits, '_' or '-' (it is a URL segment)",
+            abi_pyjson::python_str_repr(&app.name)
+        ));
+    }
+    if app.entry.starts_with('/') || app.entry.split('/').any(|part| part == "..") {
+        return Err(format!("App {}: entry must be a relative path", app.name));
+    }
+    Ok(())
 }
 
 /// What hooks get: the connection, the declared dependencies, the session,
