@@ -235,6 +235,18 @@ pub enum Command {
         #[arg(long, default_value_t = 20)]
         limit: i64,
     },
+    /// Writes a new module crate (a job, an agent, logs) depending on this
+    /// checkout's SDK by path; then `cargo run` in it.
+    New {
+        /// The module id (`acme.billing`).
+        module: String,
+        /// Where to write it (default: the crate name, in the current directory).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// The SDK crate to depend on (default: the checkout abictl was built from).
+        #[arg(long)]
+        sdk: Option<std::path::PathBuf>,
+    },
     /// Prints the module key of a module id (needs the project secret).
     Key {
         /// The module id.

@@ -13,6 +13,7 @@ mod jobs;
 mod keys;
 mod ls;
 mod models;
+mod new;
 mod rollouts;
 mod runs;
 mod tree;
@@ -134,6 +135,7 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
             status,
             limit,
         } => agent_runs::run(cx, module, agent.as_deref(), status.as_deref(), *limit).await,
+        Command::New { module, dir, sdk } => new::run(module, dir.as_deref(), sdk.as_deref()),
         Command::Key { module } => keys::key(cx, module),
         Command::Token { identity, aud, ttl } => keys::token(cx, identity, aud.as_deref(), *ttl),
     }

@@ -4,39 +4,11 @@
 //! (`tests/interop/job_peer.py`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
-use abi_documents::config::{Storage, Valid};
-use abi_documents::store::{SqliteConfig, SqliteStore};
-use abi_process::{NatsSettings, Secret};
 use abi_proto::discovery::v1 as pb;
 use abi_test_support::{python, requests, spawn_until_ready, wait_until, workspace_root};
-use abi_wire::ServerList;
 use tokio::process::{Child, Command};
-use tokio_util::sync::CancellationToken;
 
-use crate::common::{DEADLINE, SECRET, Stack, descriptor};
-
-/// Our document service in process, sharing the stack's secret.
-async fn documents(stack: &Stack, dir: &std::path::Path) -> CancellationToken {
-    let path = dir.join("docs.sqlite");
-    let store = SqliteStore::open(SqliteConfig::new(path.clone()))
-        .await
-        .unwrap();
-    let config = Valid {
-        nats: NatsSettings::plain(ServerList::parse(&stack.server.url()).unwrap()),
-        storage: Storage::Sqlite(path),
-        secret: Secret::new(SECRET),
-        admin_identities: vec!["api".into()],
-        strict_namespaces: false,
-        shutdown_grace: Duration::from_secs(5),
-        max_concurrent_requests: std::num::NonZeroUsize::new(64).unwrap(),
-        metrics_addr: None,
-    };
-    let stop = CancellationToken::new();
-    tokio::spawn(abi_documents::run::run_with(config, store, stop.clone()));
-    stop
-}
+use crate::common::{DEADLINE, SECRET, Stack, descriptor, documents};
 
 async fn python_host(stack: &Stack, module: &str, job: &str) -> Child {
     let mut command = Command::new(python());

@@ -6,10 +6,14 @@ use std::process::Output;
 use std::time::Duration;
 
 use abi_discovery::config::Config;
+use abi_documents::config::{Storage, Valid};
+use abi_documents::store::{SqliteConfig, SqliteStore};
+use abi_process::{NatsSettings, Secret};
 use abi_proto::discovery::v1 as pb;
 use abi_test_support::{
     NatsServer, WireClient, requests, stored_snapshot, unique_name, wait_until,
 };
+use abi_wire::ServerList;
 use abi_wire::discovery::Operation;
 use clap::Parser as _;
 use tokio::io::AsyncWriteExt as _;
@@ -309,4 +313,25 @@ impl Stack {
             .await;
         assert!(reply.error.is_none(), "renew failed: {:?}", reply.error);
     }
+}
+
+/// Our document service in process, sharing the stack's secret.
+pub async fn documents(stack: &Stack, dir: &std::path::Path) -> CancellationToken {
+    let path = dir.join("docs.sqlite");
+    let store = SqliteStore::open(SqliteConfig::new(path.clone()))
+        .await
+        .unwrap();
+    let config = Valid {
+        nats: NatsSettings::plain(ServerList::parse(&stack.server.url()).unwrap()),
+        storage: Storage::Sqlite(path),
+        secret: Secret::new(SECRET),
+        admin_identities: vec!["api".into()],
+        strict_namespaces: false,
+        shutdown_grace: Duration::from_secs(5),
+        max_concurrent_requests: std::num::NonZeroUsize::new(64).unwrap(),
+        metrics_addr: None,
+    };
+    let stop = CancellationToken::new();
+    tokio::spawn(abi_documents::run::run_with(config, store, stop.clone()));
+    stop
 }

@@ -7,5 +7,6 @@ mod cli_agents;
 mod cli_commands;
 mod cli_jobs;
 mod cli_models;
+mod cli_new;
 mod compose_file;
 mod stack_script;
