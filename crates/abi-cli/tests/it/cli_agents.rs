@@ -4,20 +4,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use abi_documents::config::{Storage, Valid};
-use abi_documents::store::{SqliteConfig, SqliteStore};
-use abi_process::{NatsSettings, Secret};
 use abi_sdk::agents::{
     AgentEvent, AgentHandler, AgentHost, AgentSpec, EventStream, InvocationContext, InvokeFuture,
 };
 use abi_sdk::{Config, Module, ModuleSpec, Runner};
 use abi_test_support::wait_until;
-use abi_wire::ServerList;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{DEADLINE, SECRET, Stack};
+use crate::common::{DEADLINE, SECRET, Stack, documents};
 
 const MODULE: &str = "helpers";
 
@@ -41,26 +36,6 @@ impl AgentHandler for Echo {
 
 struct Quiet;
 impl Module for Quiet {}
-
-async fn documents(stack: &Stack, dir: &std::path::Path) -> CancellationToken {
-    let path = dir.join("docs.sqlite");
-    let store = SqliteStore::open(SqliteConfig::new(path.clone()))
-        .await
-        .unwrap();
-    let config = Valid {
-        nats: NatsSettings::plain(ServerList::parse(&stack.server.url()).unwrap()),
-        storage: Storage::Sqlite(path),
-        secret: Secret::new(SECRET),
-        admin_identities: vec!["api".into()],
-        strict_namespaces: false,
-        shutdown_grace: Duration::from_secs(5),
-        max_concurrent_requests: std::num::NonZeroUsize::new(64).unwrap(),
-        metrics_addr: None,
-    };
-    let stop = CancellationToken::new();
-    tokio::spawn(abi_documents::run::run_with(config, store, stop.clone()));
-    stop
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_lists_invoke_streams_and_agent_runs_reads_the_records() {
