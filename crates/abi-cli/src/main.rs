@@ -5,6 +5,7 @@
 //! 2 usage or configuration, 3 unreachable, 4 `wait` timed out.
 
 mod auth;
+mod checks;
 mod cli;
 mod commands;
 mod connect;

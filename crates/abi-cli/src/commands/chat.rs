@@ -79,14 +79,17 @@ pub async fn run(cx: Ctx<'_>, args: ChatArgs<'_>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `key=json` (a value that is not JSON is taken as a string).
+/// `key=json`: the value must be JSON (`0.2`, `true`, `"text"`, `{...}`),
+/// so a typo is refused rather than sent as a string.
 fn parse_option(text: &str) -> Result<(String, Json), Failure> {
     let Some((key, value)) = text.split_once('=').filter(|(k, _)| !k.is_empty()) else {
-        return Err(Failure::usage(format!(
-            "--option {text:?} is not KEY=VALUE"
-        )));
+        return Err(Failure::usage(format!("--option {text:?} is not KEY=JSON")));
     };
-    let value = abi_sdk::models::json::parse(value).unwrap_or_else(|_| Json::Str(value.to_owned()));
+    let value = abi_sdk::models::json::parse(value).map_err(|_| {
+        Failure::usage(format!(
+            "--option {key}: {value:?} is not JSON (a number, true, false, null, \"a string\", [...] or {{...}})"
+        ))
+    })?;
     Ok((key.to_owned(), value))
 }
 
@@ -96,14 +99,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn options_are_json_or_text() {
+    fn options_are_json() {
         assert_eq!(
             parse_option("temperature=0.5").unwrap(),
             ("temperature".into(), Json::Float(0.5))
         );
         assert_eq!(
-            parse_option("name=bob").unwrap(),
+            parse_option("name=\"bob\"").unwrap(),
             ("name".into(), Json::Str("bob".into()))
+        );
+        let refused = parse_option("name=bob").unwrap_err();
+        assert!(
+            refused.message.contains("is not JSON"),
+            "{}",
+            refused.message
         );
         assert!(parse_option("=1").is_err());
         assert!(parse_option("nothing").is_err());

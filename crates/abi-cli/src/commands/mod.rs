@@ -49,6 +49,7 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
         style: Style::detect(cli.global.json),
         env,
     };
+    crate::checks::project(&cli.global.project)?;
     match &cli.command {
         Command::Ls => ls::run(cx).await,
         Command::Get { module, major } => get::run(cx, module, *major).await,
@@ -65,7 +66,11 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
             let target = if *gone {
                 wait::Target::Gone
             } else {
-                wait::Target::Status(status.clone())
+                wait::Target::Status(crate::checks::one_of(
+                    "--status",
+                    status,
+                    &abi_wire::status::ALL,
+                )?)
             };
             wait::run(cx, module, rollout.as_deref(), target, *for_secs).await
         }
@@ -86,7 +91,13 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
             job,
             status,
             limit,
-        } => runs::list(cx, module, job, status.as_deref(), *limit).await,
+        } => {
+            let status = status
+                .as_deref()
+                .map(|s| crate::checks::one_of("--status", s, &abi_wire::jobs::RUN_STATUSES))
+                .transpose()?;
+            runs::list(cx, module, job, status.as_deref(), *limit).await
+        }
         Command::Run { module, run_id } => runs::show(cx, module, run_id).await,
         Command::Cancel { module, run_id } => runs::cancel(cx, module, run_id).await,
         Command::Models { module } => models::run(cx, module.as_deref()).await,
@@ -134,9 +145,18 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
             agent,
             status,
             limit,
-        } => agent_runs::run(cx, module, agent.as_deref(), status.as_deref(), *limit).await,
+        } => {
+            let status = status
+                .as_deref()
+                .map(|s| crate::checks::one_of("--status", s, &abi_wire::agents::RUN_STATUSES))
+                .transpose()?;
+            agent_runs::run(cx, module, agent.as_deref(), status.as_deref(), *limit).await
+        }
         Command::New { module, dir, sdk } => new::run(module, dir.as_deref(), sdk.as_deref()),
-        Command::Key { module } => keys::key(cx, module),
+        Command::Key { module } => {
+            crate::checks::module_id(module)?;
+            keys::key(cx, module)
+        }
         Command::Token { identity, aud, ttl } => keys::token(cx, identity, aud.as_deref(), *ttl),
     }
 }

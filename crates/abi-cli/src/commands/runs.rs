@@ -215,26 +215,33 @@ pub async fn list(
 pub async fn show(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let run = run_handle(&client, module, run_id)?;
-    let record = run.status().await.map_err(|e| match e.kind() {
-        CallErrorKind::RunNotFound => anyhow::Error::from(Failure {
-            exit: EXIT_SERVICE,
-            message: format!("no such run: {}", e.message()),
-            hint: Some(format!("`abictl runs {module}` lists the runs recorded")),
-        }),
-        _ => e.into(),
-    })?;
+    let record = run.status().await.map_err(|e| no_such_run(module, e))?;
     print_json(&record.to_json());
     Ok(())
 }
 
-/// Sends a cancel for one run.
+/// Sends a cancel for one run that exists and has not ended.
 ///
 /// # Errors
 ///
-/// A malformed run id (exit 2), or NATS failed (exit 3).
+/// A malformed run id (exit 2), no such run or one already ended (exit 1),
+/// or NATS failed (exit 3).
 pub async fn cancel(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let run = run_handle(&client, module, run_id)?;
+    // Only a run that exists and has not ended can be cancelled.
+    let record = run.status().await.map_err(|e| no_such_run(module, e))?;
+    if jobs::TERMINAL_STATUSES.contains(&record.status.as_str()) {
+        return Err(Failure {
+            exit: EXIT_SERVICE,
+            message: format!(
+                "run {run_id} already ended {}; nothing to cancel",
+                record.status
+            ),
+            hint: None,
+        }
+        .into());
+    }
     run.cancel().await.map_err(|e| Failure {
         exit: EXIT_UNREACHABLE,
         message: format!("cancel not sent: {e}"),
@@ -246,6 +253,20 @@ pub async fn cancel(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<(
         println!("cancel sent to {module} for {run_id}");
     }
     Ok(())
+}
+
+/// "no such run" (exit 1) for `RunNotFound`, the error as it is otherwise.
+fn no_such_run(module: &str, e: abi_sdk::CallError) -> anyhow::Error {
+    match e.kind() {
+        CallErrorKind::RunNotFound => anyhow::Error::from(Failure {
+            exit: EXIT_SERVICE,
+            message: format!("no such run: {}", e.message()),
+            hint: Some(format!(
+                "`abictl runs {module} <job>` lists the runs recorded"
+            )),
+        }),
+        _ => e.into(),
+    }
 }
 
 /// Reads need no declaration: the runs of a job outlive the module's instances.

@@ -297,3 +297,38 @@ async fn watch_prints_events_and_rollouts_show_what_a_staged_rollout_waits_for()
     assert!(table.ok().contains("v2: b (not registered)"), "{table:#?}");
     stack.stop().await;
 }
+
+/// Bad input is refused before anything is sent: exit 2, naming what is
+/// allowed (no server is even needed).
+#[tokio::test]
+async fn bad_input_exits_2_naming_what_is_allowed() {
+    let ctl = || crate::common::Abictl::for_url("nats://127.0.0.1:1");
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["runs", "m", "j", "--status", "BOGUS"],
+            "is not one of QUEUED, RUNNING",
+        ),
+        (
+            &["wait", "m", "--status", "BOGUS"],
+            "is not one of STARTING",
+        ),
+        (
+            &["agent-runs", "m", "--status", "BOGUS"],
+            "is not one of ACCEPTED",
+        ),
+        (
+            &["--project", "a.b", "ls"],
+            "must be 1 to 64 of [A-Za-z0-9_-]",
+        ),
+        (&["key", "bad id!"], "is not a module id"),
+        (
+            &["chat", "m", "echo", "hi", "--option", "k=notjson"],
+            "is not JSON",
+        ),
+    ];
+    for (args, said) in cases {
+        let run = ctl().run(args).await;
+        assert_eq!(run.code, 2, "{args:?}: {run:#?}");
+        assert!(run.stderr.contains(said), "{args:?}: {run:#?}");
+    }
+}

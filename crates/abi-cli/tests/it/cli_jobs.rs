@@ -262,6 +262,19 @@ async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
         assert_eq!(read.code, 1, "{read:#?}");
         assert!(read.stderr.contains("no such run"), "{read:#?}");
     }
+    // A cancel of a run that does not exist, or that ended, sends nothing.
+    let unknown = stack
+        .abictl()
+        .run(&["cancel", "billing", "ingest:99999"])
+        .await;
+    assert_eq!(unknown.code, 1, "{unknown:#?}");
+    assert!(unknown.stderr.contains("no such run"), "{unknown:#?}");
+    let ended = stack.abictl().run(&["cancel", "billing", &run_id]).await;
+    assert_eq!(ended.code, 1, "{ended:#?}");
+    assert!(
+        ended.stderr.contains("already ended SUCCEEDED"),
+        "{ended:#?}"
+    );
     for job in ["ingest", "nobody"] {
         let listed = stack
             .abictl()

@@ -1,0 +1,76 @@
+//! Checks of what the command line says, before anything is sent: each
+//! refuses with exit 2 and names what is allowed (a typo must not turn into
+//! an empty table or a timeout).
+
+use crate::error::Failure;
+
+/// `value` of `flag` as one of `allowed` (any case), in the allowed spelling.
+///
+/// # Errors
+///
+/// Exit 2 listing the allowed values.
+pub fn one_of(flag: &str, value: &str, allowed: &[&str]) -> Result<String, Failure> {
+    allowed
+        .iter()
+        .find(|a| a.eq_ignore_ascii_case(value))
+        .map(|a| (*a).to_owned())
+        .ok_or_else(|| {
+            Failure::usage(format!(
+                "{flag} {value:?} is not one of {}",
+                allowed.join(", ")
+            ))
+        })
+}
+
+/// A project name, as discovery names its subjects and bucket.
+///
+/// # Errors
+///
+/// Exit 2 with the pattern.
+pub fn project(project: &str) -> Result<(), Failure> {
+    if abi_wire::names::token(project, 64) {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "--project {project:?} (ABI_PROJECT) must be 1 to 64 of [A-Za-z0-9_-]"
+    )))
+}
+
+/// A module id.
+///
+/// # Errors
+///
+/// Exit 2 with the pattern.
+pub fn module_id(module: &str) -> Result<(), Failure> {
+    if abi_wire::names::name(module) {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "{module:?} is not a module id: 1 to 256 of [A-Za-z0-9_.:-], starting with a letter, digit or '_'"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_check_names_what_is_allowed() {
+        let statuses = ["QUEUED", "RUNNING", "FAILED"];
+        assert_eq!(one_of("--status", "failed", &statuses).unwrap(), "FAILED");
+        let refused = one_of("--status", "BOGUS", &statuses).unwrap_err();
+        assert_eq!(refused.exit, crate::error::EXIT_USAGE);
+        assert_eq!(
+            refused.message,
+            "--status \"BOGUS\" is not one of QUEUED, RUNNING, FAILED"
+        );
+        assert!(project("demo_1-x").is_ok());
+        for bad in ["a.b", "", "x y", &"p".repeat(65)] {
+            assert!(project(bad).is_err(), "{bad:?}");
+        }
+        assert!(module_id("acme.billing:v2").is_ok());
+        for bad in ["bad id!", "", ".x"] {
+            assert!(module_id(bad).is_err(), "{bad:?}");
+        }
+    }
+}
