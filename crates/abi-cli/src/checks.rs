@@ -52,6 +52,7 @@ pub fn module_id(module: &str) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
