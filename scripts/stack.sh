@@ -3,11 +3,13 @@
 # example modules, and a two-module rollout v1 -> v2, with registry events
 # printed live (`abictl watch`) and a status table after each step.
 #
-# Usage: scripts/stack.sh [--duration SECS] [--bin-dir DIR]
+# Usage: scripts/stack.sh [--duration SECS] [--bin-dir DIR] [--release]
 #   --duration SECS  after the demo, keep the stack up SECS seconds, then stop
 #                    (default: until Ctrl-C; 10 s when stdin is not a terminal)
 #   --bin-dir DIR    take abi-discovery, abictl and the examples from DIR
 #                    instead of building them (env ABI_STACK_BIN_DIR)
+#   --release        build optimized binaries (a longer first build, faster
+#                    binaries; target/release)
 #
 # Needs Rust and Python 3; nats-server comes from ./scripts/setup.sh. Nothing
 # is left behind: modules get SIGTERM and drain, then abi-discovery, then
@@ -19,13 +21,15 @@ root=$PWD
 
 duration=""
 bin_dir="${ABI_STACK_BIN_DIR:-}"
+release=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration="${2:?--duration needs seconds}"; shift 2 ;;
     --duration=*) duration="${1#*=}"; shift ;;
     --bin-dir) bin_dir="${2:?--bin-dir needs a directory}"; shift 2 ;;
     --bin-dir=*) bin_dir="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --release) release=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "stack: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,9 +58,18 @@ ok "$("$nats_server" --version)"
 if [ -n "$bin_dir" ]; then
   step "binaries from $bin_dir (no build)"
 else
-  step "build: cargo build -p abi-discovery -p abi-documents -p abi-cli -p abi-examples"
-  cargo build --quiet -p abi-discovery -p abi-documents -p abi-cli -p abi-examples
-  bin_dir="${CARGO_TARGET_DIR:-$root/target}/debug"
+  profile=debug
+  profile_flag=()
+  if [ "$release" = 1 ]; then profile=release; profile_flag=(--release); fi
+  step "build: cargo build ${profile_flag[*]} -p abi-discovery -p abi-documents -p abi-cli -p abi-examples"
+  if [ ! -x "${CARGO_TARGET_DIR:-$root/target}/$profile/abi-discovery" ]; then
+    printf '    the first build compiles ~350 crates: 10-25 minutes on 2 cores (later ones take seconds);
+'
+    printf '    cargo shows its progress below
+'
+  fi
+  cargo build "${profile_flag[@]}" -p abi-discovery -p abi-documents -p abi-cli -p abi-examples
+  bin_dir="${CARGO_TARGET_DIR:-$root/target}/$profile"
 fi
 for b in abi-discovery abi-documents abictl provider consumer rollout-a rollout-b; do
   if [ ! -x "$bin_dir/$b" ]; then
@@ -120,11 +133,20 @@ cleanup() {
   trap '' INT TERM
   printf '\n==> shutdown: modules (SIGTERM, they drain), then abi-documents, abi-discovery, nats-server\n'
   local i entry pid name
-  # Modules first, newest first; the watch keeps printing them leave.
-  for ((i = ${#procs[@]} - 1; i >= 0; i--)); do
-    entry=${procs[$i]}; pid=${entry%% *}; name=${entry#* }
-    case "$name" in nats-server|abi-discovery|abi-documents|watch) continue ;; esac
-    kill -0 "$pid" 2>/dev/null && stop_proc "$pid" "$name" 30
+  # Modules first: those that depend on others (the consumer, rollout-b),
+  # then the rest, newest first, so no dependent sees its dependency leave
+  # (DEGRADED) while it stops; the watch keeps printing them leave.
+  local pass
+  for pass in dependents others; do
+    for ((i = ${#procs[@]} - 1; i >= 0; i--)); do
+      entry=${procs[$i]}; pid=${entry%% *}; name=${entry#* }
+      case "$name" in nats-server|abi-discovery|abi-documents|watch) continue ;; esac
+      case "$pass:$name" in
+        dependents:consumer|dependents:rollout-b-*) ;;
+        dependents:*) continue ;;
+      esac
+      kill -0 "$pid" 2>/dev/null && stop_proc "$pid" "$name" 30
+    done
   done
   for name in watch abi-documents abi-discovery nats-server; do
     for entry in "${procs[@]}"; do
@@ -340,10 +362,11 @@ printf '    try: NATS_URL=%s ABI_PROJECT=%s ABI_JWT_SECRET_FILE=%s %s/abictl tre
 if [ -n "$duration" ]; then
   printf '    stopping in %ss (or Ctrl-C)\n' "$duration"
   end=$((SECONDS + duration))
-  while [ "$interrupted" = 0 ] && [ "$SECONDS" -lt "$end" ]; do sleep 0.2; done
+  # `|| true`: a Ctrl-C also ends the sleep (exit 130), which must not end the script.
+  while [ "$interrupted" = 0 ] && [ "$SECONDS" -lt "$end" ]; do sleep 0.2 || true; done
 else
   printf '    Ctrl-C to stop\n'
-  while [ "$interrupted" = 0 ]; do sleep 0.2; done
+  while [ "$interrupted" = 0 ]; do sleep 0.2 || true; done
 fi
 cleanup
 [ "$failed" = 0 ] || exit 1

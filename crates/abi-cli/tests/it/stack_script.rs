@@ -1,11 +1,13 @@
-//! `scripts/stack.sh --duration N` end to end: the README's first command
-//! brings the whole stack up, shows every transition, and leaves nothing
-//! behind.
+//! `scripts/stack.sh` end to end: the README's first command brings the
+//! whole stack up, shows every transition, stops on Ctrl-C with exit 0
+//! (dependents first), and leaves nothing behind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
+
+use tokio::io::AsyncBufReadExt as _;
 
 /// The whole demo on a loaded 2-core machine, with room to spare.
 const DEADLINE: Duration = Duration::from_secs(240);
@@ -84,26 +86,75 @@ fn running(needle: &str, env: Option<&str>) -> Vec<String> {
 async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
     let bins = tokio::task::spawn_blocking(bin_dir).await.unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let child = tokio::process::Command::new("bash")
+    // In its own process group, as a terminal runs it, so that the Ctrl-C
+    // below reaches it (and whatever it runs in the foreground) together.
+    let mut child = tokio::process::Command::new("bash")
         .arg(workspace().join("scripts/stack.sh"))
-        .args(["--duration", "1", "--bin-dir"])
+        .args(["--duration", "120", "--bin-dir"])
         .arg(&bins)
         // Its temp dir goes here, so that we can check it is removed.
         .env("TMPDIR", tmp.path())
+        .process_group(0)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("run scripts/stack.sh");
-    let output = tokio::time::timeout(DEADLINE, child.wait_with_output())
+    let pgid = child.id().expect("running");
+    let mut stdout_lines = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut stderr = child.stderr.take().expect("piped");
+    let stderr_task = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut text).await;
+        text
+    });
+    let read = async {
+        let mut text = String::new();
+        while let Ok(Some(line)) = stdout_lines.next_line().await {
+            if line.starts_with("==> stack is up") {
+                // Ctrl-C once the demo is done, as a user would.
+                let sent = std::process::Command::new("kill")
+                    .args(["-s", "INT", "--", &format!("-{pgid}")])
+                    .status();
+                assert!(sent.is_ok_and(|s| s.success()), "Ctrl-C not sent");
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    };
+    let stdout = tokio::time::timeout(DEADLINE, read)
         .await
-        .expect("stack.sh finished within the deadline")
+        .expect("stack.sh finished within the deadline");
+    let status = tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .expect("stack.sh exited")
         .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = stderr_task.await.unwrap();
     let report = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(output.status.success(), "stack.sh failed: {report}");
+    assert_eq!(status.code(), Some(0), "stack.sh after Ctrl-C: {report}");
+    // Dependents stop before what they depend on.
+    let at = |needle: &str| {
+        stdout
+            .find(needle)
+            .unwrap_or_else(|| panic!("no `{needle}` in {report}"))
+    };
+    assert!(
+        at("stopped consumer") < at("stopped provider-2"),
+        "{report}"
+    );
+    let shutdown = &stdout[at("==> shutdown")..];
+    assert!(
+        !shutdown
+            .lines()
+            .any(|l| l.contains("demo-consumer@1") && l.contains("-> DEGRADED")),
+        "the consumer saw its provider leave while stopping: {report}"
+    );
+    assert!(
+        at("stopped rollout-b-v2") < at("stopped rollout-a-v2"),
+        "{report}"
+    );
 
     for step in [
         "ok: demo-provider READY",
