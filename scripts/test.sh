@@ -5,6 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The toolchain parts the checks below use, named with the fix when missing.
+for component in fmt clippy; do
+  if ! cargo "$component" --version >/dev/null 2>&1; then
+    name=$([ "$component" = fmt ] && echo rustfmt || echo clippy)
+    printf 'test: cargo %s is not installed\n  fix: rustup component add %s\n' "$component" "$name" >&2
+    exit 1
+  fi
+done
+
 ./scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 export ABI_PYTHON="$PWD/.venv/bin/python"

@@ -9,4 +9,5 @@ mod cli_jobs;
 mod cli_models;
 mod cli_new;
 mod compose_file;
+mod setup_scripts;
 mod stack_script;
