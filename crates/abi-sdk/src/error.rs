@@ -37,6 +37,14 @@ impl<K: Copy> Error<K> {
         self
     }
 
+    /// The same error with `message` in place of the service's (which, for
+    /// some codes, is only the code itself).
+    #[must_use]
+    pub(crate) fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     /// Records the wire code the service answered with.
     #[must_use]
     pub(crate) fn with_code(mut self, code: impl Into<String>) -> Self {
@@ -74,7 +82,15 @@ impl<K: fmt::Debug> fmt::Debug for Error<K> {
 impl<K: fmt::Display> fmt::Display for Error<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.code {
-            Some(code) => write!(f, "{} ({code}): {}", self.kind, self.message),
+            // The reference words many messages "CODE: text": the code once.
+            Some(code) => {
+                let message = self
+                    .message
+                    .strip_prefix(code.as_str())
+                    .and_then(|rest| rest.strip_prefix(": "))
+                    .unwrap_or(&self.message);
+                write!(f, "{} ({code}): {message}", self.kind)
+            }
             None => write!(f, "{}: {}", self.kind, self.message),
         }
     }
@@ -386,5 +402,24 @@ mod tests {
         ] {
             assert!(!kind.is_retryable(), "{kind:?}");
         }
+    }
+
+    #[test]
+    fn a_code_the_message_repeats_is_printed_once() {
+        let refused = CallError::new(
+            CallErrorKind::PermissionDenied,
+            "PERMISSION_DENIED: api may not evict",
+        )
+        .with_code("PERMISSION_DENIED");
+        assert_eq!(
+            refused.to_string(),
+            "permission denied (PERMISSION_DENIED): api may not evict"
+        );
+        let plain = CallError::new(CallErrorKind::DocumentNotFound, "no document \"x\"")
+            .with_code("DOCUMENT_NOT_FOUND");
+        assert_eq!(
+            plain.to_string(),
+            "document not found (DOCUMENT_NOT_FOUND): no document \"x\""
+        );
     }
 }

@@ -123,3 +123,30 @@ async fn sigterm_finishes_the_run_and_kill_releases_the_claim() {
     assert_eq!(conversation.invoke("again", None).await.unwrap(), "B:again");
     setup.stop().await;
 }
+
+/// A submit to the only replica, killed (-9) and still registered: the
+/// broker delivers it to nobody, so the outcome is known (not "submission
+/// uncertain"), and the error names the instance and how to evict it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submit_to_a_dead_registered_replica_names_it() {
+    let setup = Setup::start(30.0).await;
+    let mut a = spawn(&setup, "A");
+    let a_id = ready(&setup.world, 1).await.remove(0);
+    a.kill().await.unwrap();
+    let agent = setup.agent("caller", "echo").await;
+    let err = agent
+        .submit("hello", SubmitOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        AgentErrorKind::Call(abi_sdk::CallErrorKind::NoResponders),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&a_id) && text.contains(&format!("abictl evict {a_id}")),
+        "{text}"
+    );
+    setup.stop().await;
+}

@@ -45,3 +45,4 @@ mod models_spread;
 mod rollout;
 mod runner_order;
 mod shutdown_budget;
+mod wrong_key;

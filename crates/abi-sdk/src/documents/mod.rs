@@ -219,8 +219,24 @@ impl DocumentClient {
                 id: id.to_owned(),
                 ..Default::default()
             })
-            .await?;
+            .await
+            .map_err(|e| self.name_missing(e, collection, id))?;
         document(reply.document)
+    }
+
+    /// Names what is missing: the service answers `DOCUMENT_NOT_FOUND` and
+    /// `COLLECTION_NOT_FOUND` with the code alone (as the reference).
+    fn name_missing(&self, e: CallError, collection: &str, id: &str) -> CallError {
+        let ns = &self.namespace;
+        match e.kind() {
+            CallErrorKind::DocumentNotFound => e.with_message(format!(
+                "no document {id:?} in collection {ns}/{collection}"
+            )),
+            CallErrorKind::CollectionNotFound => {
+                e.with_message(format!("no collection {ns}/{collection} (ensure it first)"))
+            }
+            _ => e,
+        }
     }
 
     /// Reads one document, `None` when there is none.

@@ -175,7 +175,15 @@ impl<'a, M: Module> Lifecycle<'a, M> {
             return Ok(Started::Stopped);
         };
         let started = started.map_err(|e| {
-            RunError::new(RunErrorKind::Register, e.message().to_owned()).with_source(e)
+            let id = self.spec.module_id();
+            let mut message = format!("could not register {id}");
+            if e.code() == Some(abi_wire::ErrorCode::Unauthenticated.as_str()) {
+                message.push_str(&format!(
+                    " (discovery refused its token: ABI_MODULE_KEY must be what `abictl key {id}` prints \
+                     for this project's secret; the key of another module id is refused)"
+                ));
+            }
+            RunError::new(RunErrorKind::Register, message).with_source(e)
         })?;
         started.set_health_summary_interval(d.health_summary_interval);
         self.cx.set_session(started.handle());

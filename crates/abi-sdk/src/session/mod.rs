@@ -351,7 +351,12 @@ fn register_error(err: CallError) -> SessionError {
     } else {
         SessionErrorKind::Register
     };
-    SessionError::new(kind, format!("could not register with discovery: {err}")).with_source(err)
+    // The call's error is the source, not repeated in the message.
+    let mut error = SessionError::new(kind, "discovery did not register the instance");
+    if let Some(code) = err.code() {
+        error = error.with_code(code.to_owned());
+    }
+    error.with_source(err)
 }
 
 impl Drop for Session {

@@ -148,17 +148,30 @@ impl fmt::Debug for AgentError {
 impl fmt::Display for AgentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0.code {
-            Some(code) => write!(f, "{} ({code}): {}", self.0.kind, self.0.message),
+            // The reference words many messages "CODE: text": the code once.
+            Some(code) => {
+                let message = self
+                    .0
+                    .message
+                    .strip_prefix(code.as_str())
+                    .and_then(|rest| rest.strip_prefix(": "))
+                    .unwrap_or(&self.0.message);
+                write!(f, "{} ({code}): {message}", self.0.kind)
+            }
             None => write!(f, "{}: {}", self.0.kind, self.0.message),
         }
     }
 }
 
 impl std::error::Error for AgentError {
+    /// The cause, unless this error already says all it says (a call's
+    /// refusal: same kind, code and message), so a chain of causes never
+    /// repeats itself.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.0
             .source
             .as_ref()
+            .filter(|e| !(e.message() == self.0.message && e.code() == self.0.code.as_deref()))
             .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }

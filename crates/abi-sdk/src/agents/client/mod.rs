@@ -150,7 +150,8 @@ impl AgentClient {
     ///
     /// `SubmissionUncertain` (with the handle) when the outcome is unknown
     /// (no reply, `UNAVAILABLE`, `INTERNAL`, `PAYLOAD_TOO_LARGE`); `Call`
-    /// with the refusal otherwise (`AGENT_UNAVAILABLE` without a replica).
+    /// with the refusal otherwise (`AGENT_UNAVAILABLE` without a replica;
+    /// `NoResponders`, naming the registered instance that did not answer).
     pub async fn submit(
         &self,
         prompt: &str,
@@ -191,11 +192,12 @@ impl AgentClient {
             }
             Err(e) => {
                 handle.stop_updates().await;
+                // No responders: the broker delivered it to nobody, so the
+                // outcome is known (nothing was created).
                 let uncertain = matches!(
                     e.kind(),
                     CallErrorKind::TimedOut
                         | CallErrorKind::Transport
-                        | CallErrorKind::NoResponders
                         | CallErrorKind::Unavailable
                         | CallErrorKind::Internal
                         | CallErrorKind::PayloadTooLarge

@@ -149,15 +149,22 @@ pub(super) async fn submit(
                     last = Some(e);
                 }
                 // Refused before anything was created (a provider no
-                // longer READY), or never delivered: safe elsewhere.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        CallErrorKind::ModuleUnavailable | CallErrorKind::NoResponders
-                    ) =>
-                {
+                // longer READY): safe elsewhere.
+                Err(e) if e.kind() == CallErrorKind::ModuleUnavailable => {
                     client.route.forget_instances();
                     last = Some(e);
+                }
+                // Never delivered: safe elsewhere, and worth saying which
+                // registered instance does not answer.
+                Err(e) if e.kind() == CallErrorKind::NoResponders => {
+                    client.route.forget_instances();
+                    let id = &target.instance_id;
+                    last = Some(e.with_message(format!(
+                        "instance {id} of {} is registered but nothing answers on its agent subjects \
+                         (its process is gone?); nothing was submitted. Its lease expires on its own, \
+                         or `abictl evict {id}` removes it now",
+                        client.proxy.module_id()
+                    )));
                 }
                 Err(e) => {
                     client.route.forget_instances();
