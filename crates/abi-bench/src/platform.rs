@@ -123,7 +123,8 @@ impl Platform {
             .spawn()
             .with_context(|| format!("start {}", documents_bin.display()))?;
         let pid = child.id().context("abi-documents exited at once")?;
-        // A run of no host reads as QUEUED once the service answers.
+        // A run id of no trigger reads as "no such run" once the service
+        // answered that there is no record.
         let probe = JobClient::new(
             client.clone(),
             TokenSource::issued(abi_test_support::requests::service_token(secret, "api")),
@@ -133,10 +134,11 @@ impl Platform {
         )
         .run("probe:1");
         service::wait_answering(&mut child, "abi-documents", || async {
-            matches!(
-                tokio::time::timeout(PROBE_TIMEOUT, probe.status()).await,
-                Ok(Ok(_))
-            )
+            match tokio::time::timeout(PROBE_TIMEOUT, probe.status()).await {
+                Ok(Ok(_)) => true,
+                Ok(Err(e)) => e.kind() == abi_sdk::CallErrorKind::RunNotFound,
+                Err(_) => false,
+            }
         })
         .await?;
         let documents = Service::ready(child, pid)?;
