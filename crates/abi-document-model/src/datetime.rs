@@ -556,6 +556,9 @@ mod tests {
             ),
             ("0000-01-01T00:00Z", "ERR year 0 is out of range"),
             ("00000101T00Z", "ERR year 0 is out of range"),
+            // A difference kept on purpose (README): CPython's week
+            // arithmetic runs below year 1 and answers "month must be in 1..12".
+            ("0000W217 23:00:45+000000", "ERR year 0 is out of range"),
             ("2026-13-01T00Z", "ERR month must be in 1..12"),
             ("2026-00-01T00Z", "ERR month must be in 1..12"),
             ("2026-02-30T00Z", "ERR day is out of range for month"),

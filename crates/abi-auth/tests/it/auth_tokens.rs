@@ -200,6 +200,17 @@ fn malformed_tokens_are_refused() {
         reason(verify(&bad_exp, SECRET, None)),
         InvalidToken::BadTimeClaim
     );
+    // A difference kept on purpose (README): PyJWT's `int("4_000_000_000")`
+    // takes the underscores; RFC 7519 makes `exp` a number, so we refuse it.
+    let underscored = forge(
+        r#"{"alg":"HS256"}"#,
+        r#"{"sub":"a","exp":"4_000_000_000"}"#,
+        SECRET,
+    );
+    assert_eq!(
+        reason(verify(&underscored, SECRET, None)),
+        InvalidToken::BadTimeClaim
+    );
 }
 
 #[test]

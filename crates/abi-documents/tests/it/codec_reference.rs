@@ -276,3 +276,23 @@ fn cursors_are_byte_identical_to_the_reference() {
         );
     }
 }
+
+/// A cursor with a duplicate JSON key reads as the reference reads it:
+/// Python's `json.loads` keeps the last value, and so does ours.
+#[test]
+fn a_cursor_with_a_duplicate_key_keeps_the_last_value() {
+    use base64::Engine as _;
+    let fp = fingerprint("ns", "coll", &[], None);
+    let encode = |json: String| base64::engine::general_purpose::URL_SAFE.encode(json);
+    let plain = encode(format!(r#"{{"key":["d"],"q":"{fp}","v":1}}"#));
+    let read = abi_documents::codec::read_cursor(&plain, &fp, false).expect("a cursor");
+    assert_eq!(read.id, "d");
+    let last_wins = encode(format!(
+        r#"{{"key":["x"],"q":"{fp}","v":2,"v":1,"key":["d"]}}"#
+    ));
+    let read = abi_documents::codec::read_cursor(&last_wins, &fp, false).expect("the last value");
+    assert_eq!(read.id, "d");
+    let last_bad = encode(format!(r#"{{"key":["d"],"q":"{fp}","v":1,"v":2}}"#));
+    let refused = abi_documents::codec::read_cursor(&last_bad, &fp, false).unwrap_err();
+    assert_eq!(refused.to_string(), abi_documents::codec::INVALID_CURSOR);
+}

@@ -58,7 +58,11 @@ async fn main() {
     match Runner::new(spec).config(config).run(AgentModule).await {
         Ok(()) => println!("EVENT exit ok"),
         Err(err) => {
-            println!("EVENT exit error {:?} {err}", err.kind());
+            println!(
+                "EVENT exit error {:?} {}",
+                err.kind(),
+                abi_process::error_chain(&err)
+            );
             std::process::exit(1);
         }
     }

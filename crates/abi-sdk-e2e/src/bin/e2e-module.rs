@@ -205,7 +205,12 @@ async fn main() {
     let mut config = match Config::from_env(&id) {
         Ok(config) => config,
         Err(err) => {
-            event(&format!("exit error {:?} {err}", err.kind()));
+            // The whole chain: the error, then each cause.
+            event(&format!(
+                "exit error {:?} {}",
+                err.kind(),
+                abi_process::error_chain(&err)
+            ));
             std::process::exit(1);
         }
     };
@@ -237,7 +242,12 @@ async fn main() {
     match runner.run(module).await {
         Ok(()) => event("exit ok"),
         Err(err) => {
-            event(&format!("exit error {:?} {err}", err.kind()));
+            // The whole chain: the error, then each cause.
+            event(&format!(
+                "exit error {:?} {}",
+                err.kind(),
+                abi_process::error_chain(&err)
+            ));
             std::process::exit(1);
         }
     }
