@@ -57,8 +57,9 @@ mod tests {
 
     #[test]
     fn each_check_names_what_is_allowed() {
-        let statuses = ["QUEUED", "RUNNING", "FAILED"];
-        assert_eq!(one_of("--status", "failed", &statuses).unwrap(), "FAILED");
+        use abi_wire::jobs::{FAILED, QUEUED, RUNNING};
+        let statuses = [QUEUED, RUNNING, FAILED];
+        assert_eq!(one_of("--status", "failed", &statuses).unwrap(), FAILED);
         let refused = one_of("--status", "BOGUS", &statuses).unwrap_err();
         assert_eq!(refused.exit, crate::error::EXIT_USAGE);
         assert_eq!(

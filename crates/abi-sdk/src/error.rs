@@ -410,13 +410,13 @@ mod tests {
             CallErrorKind::PermissionDenied,
             "PERMISSION_DENIED: api may not evict",
         )
-        .with_code("PERMISSION_DENIED");
+        .with_code(ErrorCode::PermissionDenied.as_str());
         assert_eq!(
             refused.to_string(),
             "permission denied (PERMISSION_DENIED): api may not evict"
         );
         let plain = CallError::new(CallErrorKind::DocumentNotFound, "no document \"x\"")
-            .with_code("DOCUMENT_NOT_FOUND");
+            .with_code(ErrorCode::DocumentNotFound.as_str());
         assert_eq!(
             plain.to_string(),
             "document not found (DOCUMENT_NOT_FOUND): no document \"x\""

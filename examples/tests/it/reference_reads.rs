@@ -17,6 +17,23 @@ fn hex(spec: &ModuleSpec) -> String {
         .collect()
 }
 
+/// Runs the reference's reader over `specs`: its output.
+fn reference_reads(specs: &[&ModuleSpec]) -> std::process::Output {
+    std::process::Command::new(python())
+        .arg(workspace_root().join("tests/interop/read_module.py"))
+        .args(specs.iter().map(|spec| hex(spec)))
+        .output()
+        .expect("run the reference")
+}
+
+/// Asserts the reference refuses `spec` with `message`.
+fn reference_refuses(spec: &ModuleSpec, message: &str) {
+    let out = reference_reads(&[spec]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the reference read it");
+    assert!(stderr.contains(message), "{stderr}");
+}
+
 #[test]
 fn the_reference_reads_every_demo_module() {
     let specs = [
@@ -27,11 +44,7 @@ fn the_reference_reads_every_demo_module() {
     for spec in &specs {
         spec.check_declarations().unwrap();
     }
-    let out = std::process::Command::new(python())
-        .arg(workspace_root().join("tests/interop/read_module.py"))
-        .args(specs.iter().map(hex))
-        .output()
-        .expect("run the reference");
+    let out = reference_reads(&specs.iter().collect::<Vec<_>>());
     assert!(
         out.status.success(),
         "the reference refused a demo module: {}",
@@ -63,17 +76,7 @@ fn a_raw_descriptor_the_reference_refuses_is_refused_before_it_registers() {
     let refused = config.validate_for(&spec).unwrap_err();
     assert_eq!(refused.kind(), abi_sdk::ConfigErrorKind::InvalidDeclaration);
     // The reference refuses the same bytes.
-    let out = std::process::Command::new(python())
-        .arg(workspace_root().join("tests/interop/read_module.py"))
-        .arg(hex(&spec))
-        .output()
-        .expect("run the reference");
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("Cron needs 6 fields"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    reference_refuses(&spec, "Cron needs 6 fields");
 }
 
 #[test]
@@ -99,16 +102,6 @@ fn a_raw_app_descriptor_the_reference_refuses_is_refused_too() {
         let spec = ModuleSpec::new("acme.apps").app(app);
         let err = spec.check_declarations().unwrap_err();
         assert!(err.contains(message), "{err}");
-        let out = std::process::Command::new(python())
-            .arg(workspace_root().join("tests/interop/read_module.py"))
-            .arg(hex(&spec))
-            .output()
-            .expect("run the reference");
-        assert!(!out.status.success());
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(message),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        reference_refuses(&spec, message);
     }
 }
