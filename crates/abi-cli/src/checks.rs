@@ -50,6 +50,35 @@ pub fn module_id(module: &str) -> Result<(), Failure> {
     )))
 }
 
+/// A JSON object given on the command line as text, or as `@<path>` to
+/// read it from a file (large payloads do not fit an argument); `what`
+/// names the argument in the exit-2 error.
+///
+/// # Errors
+///
+/// The file cannot be read, the text is not JSON, or not an object.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+pub async fn json_object(
+    what: &str,
+    arg: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, Failure> {
+    let text = match arg.strip_prefix('@') {
+        Some(path) => tokio::fs::read_to_string(path)
+            .await
+            .map_err(|e| Failure::usage(format!("{what} {arg}: {e}")))?,
+        None => arg.to_owned(),
+    };
+    let parsed: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Failure::usage(format!("{what} is not JSON: {e}")))?;
+    match parsed {
+        serde_json::Value::Object(object) => Ok(object),
+        _ => Err(Failure::usage(format!("{what} must be a JSON object"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -62,7 +62,14 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Every live instance: module, contract major, instance, status, rollout, lease.
-    Ls,
+    Ls {
+        /// Draw the table again at every registry change, until Ctrl-C.
+        #[arg(long)]
+        watch: bool,
+        /// With --watch: stop after this many seconds.
+        #[arg(long = "for", value_name = "SECS", requires = "watch")]
+        for_secs: Option<f64>,
+    },
     /// One module's instances and what they declare.
     Get {
         /// The module id.
@@ -107,7 +114,7 @@ pub enum Command {
     Dump,
     /// Decodes a raw snapshot read from stdin.
     Decode,
-    /// Reads the document service: namespaces, collections, documents.
+    /// The document service: namespaces, collections, documents; put and delete.
     Docs {
         /// What to read.
         #[command(subcommand)]
@@ -166,6 +173,54 @@ pub enum Command {
         module: String,
         /// The run id (`<job>:<sequence>`).
         run_id: String,
+    },
+    /// Runs an ended run again, as a new run of the same job with the same
+    /// payload (prints the new run id; --wait as for `trigger`).
+    Rerun {
+        /// The module serving the job.
+        module: String,
+        /// The run id (`<job>:<sequence>`).
+        run_id: String,
+        /// Wait at most this many seconds for the new run to end.
+        #[arg(long = "wait", value_name = "SECS")]
+        wait_secs: Option<f64>,
+    },
+    /// Runs a run that ended FAILED, TIMED_OUT or CANCELLED again, with the
+    /// same payload (refuses one that succeeded: see `rerun`).
+    Retry {
+        /// The module serving the job.
+        module: String,
+        /// The run id (`<job>:<sequence>`).
+        run_id: String,
+        /// Wait at most this many seconds for the new run to end.
+        #[arg(long = "wait", value_name = "SECS")]
+        wait_secs: Option<f64>,
+    },
+    /// Pauses a job's schedules: no tick fires until `resume` (triggers by
+    /// hand still run).
+    Pause {
+        /// The module serving the job.
+        module: String,
+        /// The job's name.
+        job: String,
+    },
+    /// Resumes a job's schedules as the module declares them.
+    Resume {
+        /// The module serving the job.
+        module: String,
+        /// The job's name.
+        job: String,
+    },
+    /// Removes a job's queued triggers (those no host has taken; runs in
+    /// progress and pending retries stay); without --yes, says how many.
+    Purge {
+        /// The module serving the job.
+        module: String,
+        /// The job's name.
+        job: String,
+        /// Really remove them.
+        #[arg(long)]
+        yes: bool,
     },
     /// Declared chat models per module, with the instances serving them and
     /// their statuses (from the registry).
@@ -235,6 +290,30 @@ pub enum Command {
         #[arg(long, default_value_t = 20)]
         limit: i64,
     },
+    /// One agent invocation's whole record, by its invocation id.
+    AgentRun {
+        /// The module serving the agent.
+        module: String,
+        /// The invocation id.
+        invocation_id: String,
+    },
+    /// NATS micro services (`$SRV`): who serves, and their request stats.
+    Micro {
+        /// What to show.
+        #[command(subcommand)]
+        command: MicroCommand,
+    },
+    /// JetStream KV buckets (the registry's by default).
+    Kv {
+        /// What to show.
+        #[command(subcommand)]
+        command: KvCommand,
+    },
+    /// Prints a shell completion script (`source <(abictl completions bash)`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Writes a new module crate (a job, an agent, logs) depending on this
     /// checkout's SDK by path; then `cargo run` in it.
     New {
@@ -265,7 +344,7 @@ pub enum Command {
     },
 }
 
-/// The `docs` subcommands (read-only).
+/// The `docs` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum DocsCommand {
     /// Every namespace holding a collection (platform identities only).
@@ -300,11 +379,65 @@ pub enum DocsCommand {
         #[arg(long, requires = "order_by")]
         desc: bool,
     },
+    /// Writes one document (a JSON object, or `@<path>`), whole; with
+    /// --if-version, only at that version (0: only if it does not exist).
+    Put {
+        /// The namespace (a module id).
+        namespace: String,
+        /// The collection.
+        collection: String,
+        /// The document id.
+        id: String,
+        /// The data: a JSON object, or `@<path>` to read it from a file.
+        data: String,
+        /// Write only if the stored version is this (0: create only).
+        #[arg(long)]
+        if_version: Option<i64>,
+    },
+    /// Deletes one document; with --if-version, only at that version.
+    Delete {
+        /// The namespace (a module id).
+        namespace: String,
+        /// The collection.
+        collection: String,
+        /// The document id.
+        id: String,
+        /// Delete only if the stored version is this.
+        #[arg(long)]
+        if_version: Option<i64>,
+    },
     /// How many documents a collection holds.
     Count {
         /// The namespace (a module id).
         namespace: String,
         /// The collection.
         collection: String,
+    },
+}
+
+/// The `micro` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum MicroCommand {
+    /// Every service instance: name, id, version, endpoints.
+    Ls {
+        /// Only this service.
+        name: Option<String>,
+    },
+    /// Requests, errors and average processing time per endpoint.
+    Stats {
+        /// Only this service.
+        name: Option<String>,
+    },
+}
+
+/// The `kv` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum KvCommand {
+    /// Every KV bucket.
+    Ls,
+    /// A bucket's settings and state: values, bytes, revision, history, TTL.
+    Info {
+        /// The bucket (default: the project's registry).
+        bucket: Option<String>,
     },
 }

@@ -141,6 +141,12 @@ pub fn expires_in(expires_at: f64, now: f64) -> String {
     }
 }
 
+/// `HH:MM:SS` (UTC) of an epoch time.
+pub fn clock(epoch: f64) -> String {
+    let secs = epoch.max(0.0) as u64 % 86_400;
+    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
 /// Prints a JSON value, pretty, on stdout.
 pub fn print_json(value: &serde_json::Value) {
     println!(

@@ -1,4 +1,14 @@
-//! Ctrl-C and SIGTERM, for the commands that run until stopped.
+//! Ctrl-C and SIGTERM, and `--for`, for the commands that run until stopped.
+
+use std::time::Duration;
+
+/// Resolves after `for_secs` seconds (never when `None`).
+pub async fn after(for_secs: Option<f64>) {
+    match for_secs {
+        Some(secs) => tokio::time::sleep(Duration::from_secs_f64(secs.max(0.0))).await,
+        None => std::future::pending().await,
+    }
+}
 
 /// Resolves on SIGINT or SIGTERM (or at once if they cannot be watched).
 pub async fn interrupted() {

@@ -39,4 +39,6 @@ pub(crate) mod writer;
 
 pub use discovery::{Discovery, DiscoveryConfig};
 pub use error::DiscoveryError;
+/// The name this service answers `$SRV` requests with.
+pub use micro::SERVICE_NAME;
 pub use service::{HandlerConfig, ServiceCore};

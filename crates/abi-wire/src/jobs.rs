@@ -285,6 +285,16 @@ impl JobSubjects {
         )
     }
 
+    /// The pause marker of the job's schedules (`abictl pause`): while a
+    /// message is stored here, our hosts publish no schedule of the job.
+    /// Ours only: the reference knows no pause (see the README).
+    pub fn paused(&self) -> String {
+        format!(
+            "abi.jobs.{}.paused.{}.{}",
+            self.project, self.module_hash, self.job_hash
+        )
+    }
+
     /// Where cancels of the module's runs are published (core NATS).
     pub fn cancel(&self) -> String {
         format!("abi.jobs.{}.cancel.{}", self.project, self.module_hash)

@@ -2,6 +2,7 @@
 //! newest first, from the run records its agent hosts keep in its document
 //! namespace (`agent_runs_*`, as the reference stores them). The job
 //! `runs` command reads job records; agent records have other fields.
+//! `abictl agent-run <module> <invocation id>` prints one whole record.
 
 use abi_sdk::CallErrorKind;
 use abi_sdk::documents::{Data, FindQuery, OrderBy, Predicate, Value};
@@ -10,7 +11,7 @@ use serde_json::json;
 
 use super::Ctx;
 use crate::connect;
-use crate::error::Failure;
+use crate::error::{EXIT_SERVICE, Failure};
 use crate::output::{Table, or_dash, print_json};
 
 /// The record fields shown, in order.
@@ -112,4 +113,46 @@ fn field_json(data: &Data, field: &str) -> serde_json::Value {
         Some(Value::Int(i)) => json!(i),
         _ => serde_json::Value::Null,
     }
+}
+
+/// Prints the whole record of one invocation of `module`'s agents, as JSON.
+///
+/// # Errors
+///
+/// A malformed invocation id (exit 2), no such invocation (exit 1), the
+/// document service refused or is unreachable.
+pub async fn show(cx: Ctx<'_>, module: &str, invocation_id: &str) -> anyhow::Result<()> {
+    if !agents::is_invocation_id(invocation_id) {
+        return Err(Failure::usage(format!(
+            "{invocation_id:?} is not an invocation id (1 to 128 of A-Z a-z 0-9 _ . : -)"
+        ))
+        .into());
+    }
+    let client = connect::client(cx.global, cx.env).await?;
+    let docs = client
+        .documents(module)
+        .ok_or_else(|| Failure::usage("run records need a NATS connection"))?;
+    let query = FindQuery {
+        where_: vec![Predicate::new("invocation_id", "eq", invocation_id)],
+        limit: 1,
+        ..Default::default()
+    };
+    let collection = agents::runs_collection(cx.global.project.as_str());
+    let found = match docs.find(&collection, query).await {
+        Ok(page) => page.items.into_iter().next(),
+        Err(e) if e.kind() == CallErrorKind::CollectionNotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    let Some(record) = found else {
+        return Err(Failure {
+            exit: EXIT_SERVICE,
+            message: format!("no such invocation: {module} has no agent run {invocation_id:?}"),
+            hint: Some(format!(
+                "`abictl agent-runs {module}` lists the runs recorded"
+            )),
+        }
+        .into());
+    };
+    print_json(&abi_sdk::jobs::record::data_json(&record.data));
+    Ok(())
 }

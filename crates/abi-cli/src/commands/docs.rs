@@ -1,9 +1,10 @@
-//! `abictl docs ...`: read the document service (`abi.svc.document.v1`):
+//! `abictl docs ...`: the document service (`abi.svc.document.v1`):
 //! namespaces, a namespace's collections and their declarations, one
-//! document, a page of documents, a count. Read-only: writes belong to the
-//! modules that own the records.
+//! document, a page of documents, a count; and, etcdctl style, `put` and
+//! `delete` of one document with an optional version check (for operators:
+//! the records belong to the modules that write them).
 
-use abi_sdk::documents::{DocumentClient, FindQuery, OrderBy, Value};
+use abi_sdk::documents::{DocumentClient, FindQuery, OrderBy, Value, data_from_json};
 use base64::Engine as _;
 use serde_json::{Map, json};
 
@@ -123,6 +124,32 @@ pub async fn run(cx: Ctx<'_>, command: &DocsCommand) -> anyhow::Result<()> {
                 if page.cursor.is_some() {
                     println!("(more: raise --limit)");
                 }
+            }
+        }
+        DocsCommand::Put {
+            namespace,
+            collection,
+            id,
+            data,
+            if_version,
+        } => {
+            let object = crate::checks::json_object("the data", data).await?;
+            let doc = docs(namespace)?
+                .put(collection, id, data_from_json(&object), *if_version)
+                .await?;
+            print_json(&document_json(&doc));
+        }
+        DocsCommand::Delete {
+            namespace,
+            collection,
+            id,
+            if_version,
+        } => {
+            docs(namespace)?.delete(collection, id, *if_version).await?;
+            if cx.global.json {
+                print_json(&json!({"deleted": id}));
+            } else {
+                println!("deleted {namespace}/{collection}/{id}");
             }
         }
         DocsCommand::Count {

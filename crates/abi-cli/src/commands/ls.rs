@@ -1,11 +1,23 @@
-//! `abictl ls`: every live instance.
+//! `abictl ls`: every live instance; with `--watch`, a live table drawn
+//! again at each registry change until Ctrl-C (or `--for`).
 
-use abi_sdk::pb;
+use std::io::{IsTerminal as _, Write as _};
+use std::time::Duration;
+
+use abi_sdk::{RegistryWatch, WatchOptions, pb};
+use futures::StreamExt as _;
 
 use super::{Ctx, list_all, major_of, module_of};
 use crate::connect;
-use crate::output::{Table, expires_in, or_dash, print_json};
+use crate::output::{Table, clock, expires_in, or_dash, print_json};
+use crate::signals;
 use crate::snapshot::now_epoch;
+
+/// How often a live table on a terminal is drawn again with no change (its
+/// lease countdowns move).
+const REFRESH: Duration = Duration::from_secs(2);
+/// Changes closer together than this are drawn once.
+const SETTLE: Duration = Duration::from_millis(50);
 
 /// Lists every live instance as a table (or JSON).
 ///
@@ -21,6 +33,70 @@ pub async fn run(cx: Ctx<'_>) -> anyhow::Result<()> {
     }
     print!("{}", table(&instances, now_epoch()).render(cx.style));
     Ok(())
+}
+
+/// Draws the `ls` table, then again after each registry change (and every
+/// [`REFRESH`] on a terminal, which is cleared first; elsewhere each table
+/// follows a `--- HH:MM:SS` line), until Ctrl-C or `for_secs`.
+///
+/// # Errors
+///
+/// The service call failed.
+pub async fn watch(cx: Ctx<'_>, for_secs: Option<f64>) -> anyhow::Result<()> {
+    let client = connect::client(cx.global, cx.env).await?;
+    let nats = connect::nats(cx.global).await?;
+    let mut changes = RegistryWatch::new(nats, &cx.global.project, WatchOptions::default());
+    let terminal = std::io::stdout().is_terminal() && !cx.global.json;
+    let until = signals::after(for_secs);
+    tokio::pin!(until);
+    let stop = signals::interrupted();
+    tokio::pin!(stop);
+    loop {
+        let instances = list_all(&client).await?;
+        let now = now_epoch();
+        let text = if cx.global.json {
+            format!("{}\n", serde_json::to_string(&instances)?)
+        } else {
+            let table = table(&instances, now).render(cx.style);
+            if terminal {
+                format!(
+                    "\x1b[H\x1b[2Jabictl ls --watch  {}  (Ctrl-C stops)\n\n{table}",
+                    clock(now)
+                )
+            } else {
+                format!("--- {}\n{table}", clock(now))
+            }
+        };
+        // A reader that went away (a closed pipe) ends the watch quietly.
+        let mut out = std::io::stdout().lock();
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return Ok(());
+        }
+        drop(out);
+        let refresh = async {
+            if terminal {
+                tokio::time::sleep(REFRESH).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = &mut stop => return Ok(()),
+            () = &mut until => return Ok(()),
+            () = refresh => {}
+            change = changes.next() => {
+                if change.is_none() {
+                    return Ok(());
+                }
+                // A burst (a rollout) is drawn once.
+                while let Ok(Some(_)) = tokio::time::timeout(SETTLE, changes.next()).await {}
+            }
+        }
+    }
 }
 
 /// The `ls` table of `instances` at `now`.

@@ -11,11 +11,14 @@ mod get;
 mod invoke;
 mod jobs;
 mod keys;
+mod kv;
 mod ls;
+mod micro;
 mod models;
 mod new;
 mod rollouts;
 mod runs;
+mod schedules;
 mod tree;
 mod wait;
 mod watch;
@@ -24,7 +27,7 @@ use abi_sdk::pb;
 use futures::TryStreamExt as _;
 
 use crate::auth::Env;
-use crate::cli::{Cli, Command, Global};
+use crate::cli::{Cli, Command, Global, KvCommand, MicroCommand};
 use crate::output::Style;
 
 /// What every command gets.
@@ -51,7 +54,14 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
     };
     crate::checks::project(&cli.global.project)?;
     match &cli.command {
-        Command::Ls => ls::run(cx).await,
+        Command::Ls {
+            watch: false,
+            for_secs: _,
+        } => ls::run(cx).await,
+        Command::Ls {
+            watch: true,
+            for_secs,
+        } => ls::watch(cx, *for_secs).await,
         Command::Get { module, major } => get::run(cx, module, *major).await,
         Command::Tree => tree::run(cx).await,
         Command::Rollouts => rollouts::run(cx).await,
@@ -151,6 +161,43 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
                 .map(|s| crate::checks::one_of("--status", s, &abi_wire::agents::RUN_STATUSES))
                 .transpose()?;
             agent_runs::run(cx, module, agent.as_deref(), status.as_deref(), *limit).await
+        }
+        Command::Rerun {
+            module,
+            run_id,
+            wait_secs,
+        } => runs::rerun(cx, module, run_id, false, *wait_secs).await,
+        Command::Retry {
+            module,
+            run_id,
+            wait_secs,
+        } => runs::rerun(cx, module, run_id, true, *wait_secs).await,
+        Command::Pause { module, job } => schedules::pause(cx, module, job).await,
+        Command::Resume { module, job } => schedules::resume(cx, module, job).await,
+        Command::Purge { module, job, yes } => schedules::purge(cx, module, job, *yes).await,
+        Command::AgentRun {
+            module,
+            invocation_id,
+        } => agent_runs::show(cx, module, invocation_id).await,
+        Command::Micro { command } => match command {
+            MicroCommand::Ls { name } => micro::run(cx, micro::Ask::Info, name.as_deref()).await,
+            MicroCommand::Stats { name } => {
+                micro::run(cx, micro::Ask::Stats, name.as_deref()).await
+            }
+        },
+        Command::Kv { command } => match command {
+            KvCommand::Ls => kv::ls(cx).await,
+            KvCommand::Info { bucket } => kv::info(cx, bucket.as_deref()).await,
+        },
+        Command::Completions { shell } => {
+            use clap::CommandFactory as _;
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "abictl",
+                &mut std::io::stdout(),
+            );
+            Ok(())
         }
         Command::New { module, dir, sdk } => new::run(module, dir.as_deref(), sdk.as_deref()),
         Command::Key { module } => {

@@ -30,41 +30,80 @@ pub async fn trigger(
     key: Option<&str>,
     wait_secs: Option<f64>,
 ) -> anyhow::Result<()> {
-    // `@<path>`: the payload is that file's content (large payloads, which
-    // travel as claim checks, do not fit a command line).
-    let text = match payload.strip_prefix('@') {
-        Some(path) => tokio::fs::read_to_string(path)
-            .await
-            .map_err(|e| Failure::usage(format!("--payload {payload}: {e}")))?,
-        None => payload.to_owned(),
-    };
-    let payload: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Failure::usage(format!("--payload is not JSON: {e}")))?;
-    if !payload.is_object() {
-        return Err(Failure::usage("--payload must be a JSON object").into());
-    }
-    let wait = wait_secs
+    let payload =
+        serde_json::Value::Object(crate::checks::json_object("--payload", payload).await?);
+    let wait = wait_duration(wait_secs)?;
+    let client = connect::client(cx.global, cx.env).await?;
+    send(cx, &client, module, job, payload, key, wait).await
+}
+
+/// `--wait`'s seconds as a duration (exit 2 for a negative or odd number).
+fn wait_duration(wait_secs: Option<f64>) -> Result<Option<Duration>, Failure> {
+    wait_secs
         .map(|s| {
             Duration::try_from_secs_f64(s)
                 .map_err(|_| Failure::usage("--wait takes a number of seconds"))
         })
-        .transpose()?;
+        .transpose()
+}
+
+/// Triggers `module`'s `job` again with the payload of `run_id`, an ended
+/// run; with `failed_only`, only when it did not succeed (a retry).
+///
+/// # Errors
+///
+/// A malformed run id (exit 2), no such run, one not ended (or, for a
+/// retry, one that succeeded or was skipped), or as [`trigger`].
+pub async fn rerun(
+    cx: Ctx<'_>,
+    module: &str,
+    run_id: &str,
+    failed_only: bool,
+    wait_secs: Option<f64>,
+) -> anyhow::Result<()> {
+    let wait = wait_duration(wait_secs)?;
     let client = connect::client(cx.global, cx.env).await?;
-    let job = JobClient::from_discovery(&client, module, job)
-        .await
-        .map_err(|e| {
-            let exit = match e.kind() {
-                TriggerErrorKind::Lookup => EXIT_UNREACHABLE,
-                TriggerErrorKind::NoConnection => EXIT_USAGE,
-                _ => EXIT_SERVICE,
-            };
-            Failure {
-                exit,
-                message: format!("trigger refused: {e}"),
-                hint: (e.kind() == TriggerErrorKind::ModuleNotFound)
-                    .then(|| "`abictl ls` lists the registered modules".to_owned()),
-            }
-        })?;
+    let run = run_handle(&client, module, run_id)?;
+    let record = run.status().await.map_err(|e| no_such_run(module, e))?;
+    let refused = |message: String, hint: Option<String>| Failure {
+        exit: EXIT_SERVICE,
+        message,
+        hint,
+    };
+    if !record.is_terminal() {
+        return Err(refused(
+            format!("run {run_id} is {}; it has not ended", record.status),
+            Some(format!("`abictl cancel {module} {run_id}` stops it")),
+        )
+        .into());
+    }
+    if failed_only && [jobs::SUCCEEDED, jobs::SKIPPED].contains(&record.status.as_str()) {
+        return Err(refused(
+            format!("run {run_id} ended {}; nothing to retry", record.status),
+            Some(format!("`abictl rerun {module} {run_id}` runs it again")),
+        )
+        .into());
+    }
+    let payload = match record.to_json().get(jobs::field::PAYLOAD) {
+        Some(payload @ serde_json::Value::Object(_)) => payload.clone(),
+        _ => json!({}),
+    };
+    send(cx, &client, module, &record.job, payload, None, wait).await
+}
+
+/// Triggers `job` with `payload` (checked against the module's
+/// declarations) and prints the run id, or with `wait_secs` the record of
+/// its end.
+async fn send(
+    cx: Ctx<'_>,
+    client: &DiscoveryClient,
+    module: &str,
+    job: &str,
+    payload: serde_json::Value,
+    key: Option<&str>,
+    wait: Option<Duration>,
+) -> anyhow::Result<()> {
+    let job = declared_job(client, module, job).await?;
     let run = job.trigger(payload, key).await.map_err(|e| {
         let exit = match e.kind() {
             TriggerErrorKind::TimedOut | TriggerErrorKind::Transport => EXIT_UNREACHABLE,
@@ -103,7 +142,7 @@ pub async fn trigger(
     })?;
     print_json(&record.to_json());
     match record.status.as_str() {
-        "SUCCEEDED" | "SKIPPED" => Ok(()),
+        jobs::SUCCEEDED | jobs::SKIPPED => Ok(()),
         status => Err(Failure {
             exit: EXIT_SERVICE,
             message: format!("run {} ended {status}", run.run_id()),
@@ -111,6 +150,30 @@ pub async fn trigger(
         }
         .into()),
     }
+}
+
+/// `module`'s `job` once a registered instance declares it: exit 1 naming
+/// what the module declares otherwise.
+pub(super) async fn declared_job(
+    client: &DiscoveryClient,
+    module: &str,
+    job: &str,
+) -> Result<JobClient, Failure> {
+    JobClient::from_discovery(client, module, job)
+        .await
+        .map_err(|e| {
+            let exit = match e.kind() {
+                TriggerErrorKind::Lookup => EXIT_UNREACHABLE,
+                TriggerErrorKind::NoConnection => EXIT_USAGE,
+                _ => EXIT_SERVICE,
+            };
+            Failure {
+                exit,
+                message: format!("trigger refused: {e}"),
+                hint: (e.kind() == TriggerErrorKind::ModuleNotFound)
+                    .then(|| "`abictl ls` lists the registered modules".to_owned()),
+            }
+        })
 }
 
 /// Prints the newest runs of `module`'s `job`, optionally of one status.

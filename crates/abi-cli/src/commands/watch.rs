@@ -1,7 +1,6 @@
 //! `abictl watch`: registry events as they happen, until Ctrl-C or `--for`.
 
 use std::io::Write as _;
-use std::time::Duration;
 
 use abi_sdk::{RegistryEvent, RegistryWatch, WatchOptions, pb};
 use futures::StreamExt as _;
@@ -9,7 +8,7 @@ use serde_json::json;
 
 use super::{Ctx, major_of, module_of};
 use crate::connect;
-use crate::output::{Style, or_dash};
+use crate::output::{Style, clock, or_dash};
 use crate::signals;
 use crate::snapshot::now_epoch;
 
@@ -23,12 +22,7 @@ pub async fn run(cx: Ctx<'_>, for_secs: Option<f64>) -> anyhow::Result<()> {
     // credentials for one.
     let nats = connect::nats(cx.global).await?;
     let mut events = RegistryWatch::new(nats, &cx.global.project, WatchOptions::default());
-    let until = async {
-        match for_secs {
-            Some(secs) => tokio::time::sleep(Duration::from_secs_f64(secs.max(0.0))).await,
-            None => std::future::pending().await,
-        }
-    };
+    let until = signals::after(for_secs);
     tokio::pin!(until);
     let stop = signals::interrupted();
     tokio::pin!(stop);
@@ -95,12 +89,6 @@ pub fn line(event: &RegistryEvent, now: f64, json: bool, style: Style) -> String
         i.instance_id,
         or_dash(&i.rollout_id),
     )
-}
-
-/// `HH:MM:SS` (UTC) of an epoch time.
-fn clock(epoch: f64) -> String {
-    let secs = epoch.max(0.0) as u64 % 86_400;
-    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 #[cfg(test)]

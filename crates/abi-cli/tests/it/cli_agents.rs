@@ -136,6 +136,146 @@ async fn agents_lists_invoke_streams_and_agent_runs_reads_the_records() {
         .json();
     assert_eq!(none, serde_json::json!([]));
 
+    // One whole record by its invocation id; a missing or malformed id.
+    let id = rows[0]["invocation_id"].as_str().unwrap();
+    let one = stack.abictl().run(&["agent-run", MODULE, id]).await.json();
+    assert_eq!(one["invocation_id"], id, "{one}");
+    assert_eq!(one["agent_name"], "echo");
+    assert_eq!(one["status"], "SUCCEEDED");
+    let unknown = stack
+        .abictl()
+        .run(&["agent-run", MODULE, "no-such-invocation"])
+        .await;
+    assert_eq!(unknown.code, 1, "{unknown:?}");
+    assert!(unknown.stderr.contains("no such invocation"), "{unknown:?}");
+    let bad = stack.abictl().run(&["agent-run", MODULE, "bad id!"]).await;
+    assert_eq!(bad.code, 2, "{bad:?}");
+
+    // etcdctl-style writes: put, put at a version, delete at a version,
+    // in a collection the module declared.
+    let module_docs = abi_sdk::documents::DocumentClient::new(
+        stack.nats.clone(),
+        abi_sdk::TokenSource::module_key(MODULE, abi_auth::module_key(SECRET, MODULE).unwrap()),
+        MODULE,
+    );
+    module_docs
+        .ensure_collection(abi_sdk::documents::CollectionSpec::new("notes"))
+        .await
+        .unwrap();
+    let undeclared = stack
+        .abictl()
+        .run(&["docs", "put", MODULE, "nothing", "n1", "{}"])
+        .await;
+    assert_eq!(undeclared.code, 1, "{undeclared:?}");
+    assert!(
+        undeclared.stderr.contains("no collection helpers/nothing"),
+        "{undeclared:?}"
+    );
+    let put = |args: &'static [&'static str]| {
+        let ctl = stack.abictl();
+        async move {
+            let mut all = vec!["docs"];
+            all.extend_from_slice(args);
+            ctl.run(&all).await
+        }
+    };
+    let first = put(&[
+        "put",
+        MODULE,
+        "notes",
+        "n1",
+        r#"{"a": 1, "b": [true, "x"]}"#,
+    ])
+    .await
+    .json();
+    assert_eq!(first["version"], 1, "{first}");
+    assert_eq!(first["data"], serde_json::json!({"a": 1, "b": [true, "x"]}));
+    let stale = put(&[
+        "put",
+        MODULE,
+        "notes",
+        "n1",
+        r#"{"a": 9}"#,
+        "--if-version",
+        "0",
+    ])
+    .await;
+    assert_eq!(stale.code, 1, "{stale:?}");
+    assert!(stale.stderr.contains("VERSION_CONFLICT"), "{stale:?}");
+    let second = put(&[
+        "put",
+        MODULE,
+        "notes",
+        "n1",
+        r#"{"a": 2}"#,
+        "--if-version",
+        "1",
+    ])
+    .await
+    .json();
+    assert_eq!(second["version"], 2, "{second}");
+    let read = put(&["get", MODULE, "notes", "n1"]).await.json();
+    assert_eq!(
+        read["data"],
+        serde_json::json!({"a": 2}),
+        "the conflict wrote nothing"
+    );
+    let not_object = put(&["put", MODULE, "notes", "n2", "[1]"]).await;
+    assert_eq!(not_object.code, 2, "{not_object:?}");
+    assert!(not_object.stderr.contains("JSON object"), "{not_object:?}");
+    let stale = put(&["delete", MODULE, "notes", "n1", "--if-version", "1"]).await;
+    assert_eq!(stale.code, 1, "{stale:?}");
+    let deleted = put(&["delete", MODULE, "notes", "n1", "--if-version", "2"]).await;
+    assert!(deleted.ok().contains("deleted"), "{deleted:?}");
+    let gone = put(&["get", MODULE, "notes", "n1"]).await;
+    assert_eq!(gone.code, 1, "{gone:?}");
+    assert!(gone.stderr.contains("DOCUMENT_NOT_FOUND"), "{gone:?}");
+
+    // The services on `$SRV`, for users without the `nats` CLI: discovery
+    // and the document service answer, and the latter counted the puts.
+    let services = stack.abictl().run(&["--json", "micro", "ls"]).await.json();
+    let names: Vec<&str> = services
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&abi_discovery::SERVICE_NAME)
+            && names.contains(&abi_wire::documents::SERVICE_NAME),
+        "{names:?}"
+    );
+    let stats = stack
+        .abictl()
+        .run(&["micro", "stats", abi_wire::documents::SERVICE_NAME])
+        .await;
+    let put_row = stats
+        .ok()
+        .lines()
+        .find(|l| l.split_whitespace().nth(2) == Some("put"))
+        .unwrap_or_else(|| panic!("{stats:?}"));
+    let requests: u64 = put_row.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(requests >= 3, "{put_row}");
+
+    // The registry's bucket: one value (the snapshot), its revision.
+    let kv = stack.abictl().run(&["--json", "kv", "info"]).await.json();
+    assert_eq!(
+        kv["bucket"],
+        abi_wire::discovery::registry_bucket(&stack.project)
+    );
+    assert_eq!(kv["values"], 1, "{kv}");
+    assert!(kv["revision"].as_u64().unwrap() >= 1, "{kv}");
+    let buckets = stack.abictl().run(&["kv", "ls"]).await;
+    assert!(
+        buckets
+            .ok()
+            .lines()
+            .any(|l| l == abi_wire::discovery::registry_bucket(&stack.project)),
+        "{buckets:?}"
+    );
+    let missing = stack.abictl().run(&["kv", "info", "no_such_bucket"]).await;
+    assert_eq!(missing.code, 1, "{missing:?}");
+
     stop.cancel();
     tokio::time::timeout(DEADLINE, provider)
         .await

@@ -2,7 +2,20 @@
 //! command prints, and its exit codes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::common::{SECRET, Stack, descriptor};
+use tokio::io::AsyncBufReadExt as _;
+
+use crate::common::{DEADLINE, SECRET, Stack, descriptor};
+
+/// The next line a running abictl prints.
+async fn next_line(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) -> String {
+    tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .expect("a line in time")
+        .unwrap()
+        .expect("the watch still runs")
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ls_get_tree_and_wait_show_the_live_registry() {
@@ -80,6 +93,31 @@ async fn ls_get_tree_and_wait_show_the_live_registry() {
         timed_out.stderr.contains("last seen: DEGRADED"),
         "{timed_out:#?}"
     );
+
+    // A live table: drawn at once, then again when a module registers.
+    let mut live = stack.abictl().spawn(&["ls", "--watch", "--for", "120"]);
+    let mut lines = tokio::io::BufReader::new(live.stdout.take().unwrap()).lines();
+    let mut first = Vec::new();
+    while first.len() < 4 {
+        first.push(next_line(&mut lines).await);
+    }
+    assert!(first[0].starts_with("--- "), "{first:?}");
+    assert!(first[1].starts_with("MODULE"), "{first:?}");
+    assert!(
+        first[2..].iter().all(|l| !l.contains("late-1")),
+        "{first:?}"
+    );
+    stack
+        .register(descriptor("late", &[]), "late-1", true)
+        .await;
+    loop {
+        let line = next_line(&mut lines).await;
+        if line.contains("late-1") {
+            assert!(line.starts_with("late") && line.contains("READY"), "{line}");
+            break;
+        }
+    }
+    live.kill().await.unwrap();
     stack.stop().await;
 }
 
@@ -331,4 +369,48 @@ async fn bad_input_exits_2_naming_what_is_allowed() {
         assert_eq!(run.code, 2, "{args:?}: {run:#?}");
         assert!(run.stderr.contains(said), "{args:?}: {run:#?}");
     }
+}
+
+/// Shell completions for the three shells, and `--help` listing every
+/// command an operator looks for (no server needed).
+#[tokio::test]
+async fn completions_and_help_list_the_commands() {
+    let ctl = || crate::common::Abictl::for_url("nats://127.0.0.1:1");
+    let help = ctl().run(&["--help"]).await;
+    for command in [
+        "docs",
+        "agent-run",
+        "rerun",
+        "retry",
+        "pause",
+        "resume",
+        "purge",
+        "micro",
+        "kv",
+        "completions",
+    ] {
+        assert!(
+            help.ok()
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{command} "))),
+            "{command} missing from --help: {help:#?}"
+        );
+    }
+    let docs_help = ctl().run(&["docs", "--help"]).await;
+    assert!(docs_help.ok().contains("put") && docs_help.ok().contains("delete"));
+    for (shell, marker) in [
+        ("bash", "_abictl()"),
+        ("zsh", "#compdef abictl"),
+        ("fish", "complete -c abictl"),
+    ] {
+        let script = ctl().run(&["completions", shell]).await;
+        let text = script.ok();
+        assert!(text.contains(marker), "{shell}: {text}");
+        assert!(
+            text.contains("pause") && text.contains("agent-run"),
+            "{shell}"
+        );
+    }
+    let bad = ctl().run(&["completions", "tcsh"]).await;
+    assert_eq!(bad.code, 2, "{bad:#?}");
 }

@@ -71,6 +71,62 @@ async fn jobs_lists_declared_jobs_with_their_schedules() {
         .await
         .json();
     assert_eq!(none, serde_json::json!([]));
+
+    // Pause and resume the schedules (no host here: resume publishes them
+    // from the declaration, as a host would).
+    let js = async_nats::jetstream::new(stack.nats.clone());
+    let stream = js
+        .get_stream(abi_wire::jobs::stream(&stack.project))
+        .await
+        .unwrap();
+    let subjects = abi_wire::jobs::JobSubjects::new(&stack.project, "billing", "ingest");
+    let schedules = || async {
+        let mut found = Vec::new();
+        for index in 0..abi_wire::jobs::MAX_TRIGGERS {
+            if let Ok(msg) = stream
+                .get_last_raw_message_by_subject(&subjects.schedule(index))
+                .await
+            {
+                found.push(
+                    msg.headers
+                        .get(abi_wire::jobs::SCHEDULE_HEADER)
+                        .unwrap()
+                        .to_string(),
+                );
+            }
+        }
+        found
+    };
+    let paused = || async {
+        stream
+            .get_last_raw_message_by_subject(&subjects.paused())
+            .await
+            .is_ok()
+    };
+    let resumed = stack.abictl().run(&["resume", "billing", "ingest"]).await;
+    assert!(
+        resumed.ok().contains("resumed 2 schedule(s)"),
+        "{resumed:?}"
+    );
+    assert_eq!(schedules().await, ["0 0 6 * * *", "@every 1h"]);
+    let pause = stack.abictl().run(&["pause", "billing", "ingest"]).await;
+    assert!(pause.ok().contains("paused"), "{pause:?}");
+    assert!(schedules().await.is_empty(), "no schedule left to tick");
+    assert!(paused().await);
+    let resumed = stack
+        .abictl()
+        .run(&["--json", "resume", "billing", "ingest"])
+        .await
+        .json();
+    assert_eq!(resumed["schedules"], 2);
+    assert_eq!(schedules().await, ["0 0 6 * * *", "@every 1h"]);
+    assert!(!paused().await);
+    let undeclared = stack.abictl().run(&["pause", "billing", "nope"]).await;
+    assert_eq!(undeclared.code, 1, "{undeclared:?}");
+    assert!(
+        undeclared.stderr.contains("JOB_NOT_FOUND"),
+        "{undeclared:?}"
+    );
     stack.stop().await;
 }
 
@@ -289,6 +345,76 @@ async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
             .collect();
         assert!(written.is_empty(), "a read wrote a record: {written:?}");
     }
+    // Re-run a run that succeeded, retry one that failed: new runs with the
+    // same payloads; a retry of a success is refused.
+    let again = stack
+        .abictl()
+        .run(&["rerun", "billing", &run_id, "--wait", "60"])
+        .await
+        .json();
+    assert_eq!(again["status"], "SUCCEEDED", "{again}");
+    assert_ne!(again["run_id"], run_id.as_str());
+    assert_eq!(again["payload"], serde_json::json!({"n": 1}));
+    let no_retry = stack.abictl().run(&["retry", "billing", &run_id]).await;
+    assert_eq!(no_retry.code, 1, "{no_retry:?}");
+    assert!(no_retry.stderr.contains("nothing to retry"), "{no_retry:?}");
+    let failed = stack
+        .abictl()
+        .run(&[
+            "trigger",
+            "billing",
+            "ingest",
+            "--payload",
+            r#"{"fail": "why"}"#,
+            "--wait",
+            "60",
+        ])
+        .await;
+    assert_eq!(failed.code, 1, "{failed:?}");
+    let failed: serde_json::Value = serde_json::from_str(&failed.stdout).unwrap();
+    assert_eq!(failed["status"], "FAILED");
+    let retried = stack
+        .abictl()
+        .run(&[
+            "retry",
+            "billing",
+            failed["run_id"].as_str().unwrap(),
+            "--wait",
+            "60",
+        ])
+        .await;
+    assert_eq!(retried.code, 1, "the retry fails the same way: {retried:?}");
+    let retried: serde_json::Value = serde_json::from_str(&retried.stdout).unwrap();
+    assert_eq!(retried["status"], "FAILED");
+    assert_ne!(retried["run_id"], failed["run_id"]);
+    assert_eq!(retried["payload"], serde_json::json!({"fail": "why"}));
+
+    // Purge the triggers nobody runs: counted first, removed with --yes.
+    for _ in 0..2 {
+        stack
+            .abictl()
+            .run(&["trigger", "billing", "nobody"])
+            .await
+            .ok();
+    }
+    let asked = stack.abictl().run(&["purge", "billing", "nobody"]).await;
+    assert_eq!(asked.code, 2, "{asked:?}");
+    assert!(
+        asked.stderr.contains("has 3 queued trigger(s)"),
+        "{asked:?}"
+    );
+    let purged = stack
+        .abictl()
+        .run(&["--json", "purge", "billing", "nobody", "--yes"])
+        .await
+        .json();
+    assert_eq!(purged["purged"], 3, "{purged}");
+    let asked = stack.abictl().run(&["purge", "billing", "nobody"]).await;
+    assert!(
+        asked.stderr.contains("has 0 queued trigger(s)"),
+        "{asked:?}"
+    );
+
     let bad = stack
         .abictl()
         .run(&["run", "billing", "not-a-run-id"])

@@ -255,6 +255,24 @@ impl Abictl {
     }
 }
 
+impl Abictl {
+    /// Starts `abictl args...` with stdout piped (for commands that run
+    /// until stopped); killed when dropped.
+    pub fn spawn(self, args: &[&str]) -> tokio::process::Child {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_abictl"))
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn abictl")
+    }
+}
+
 impl Run {
     /// Asserts a zero exit and returns stdout.
     pub fn ok(&self) -> &str {

@@ -1,12 +1,13 @@
 //! Schedules: ours are the reference's schedule messages (a host of ours
 //! starting after the reference reconciled republishes nothing, so an
 //! `@every` interval keeps running), their ticks run as schedule triggers,
-//! and indexes beyond the declared schedules are purged.
+//! and indexes beyond the declared schedules are purged; a paused job's
+//! host publishes none.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 
-use abi_sdk::jobs::{JobSpec, Trigger};
+use abi_sdk::jobs::{ControlErrorKind, JobSpec, Trigger};
 use abi_test_support::{python, workspace_root};
 use abi_wire::jobs;
 use futures::StreamExt as _;
@@ -156,6 +157,21 @@ async fn schedules_are_the_references_and_an_unchanged_every_is_never_republishe
     let left = schedules(&setup, "tock").await;
     assert_eq!(left.keys().copied().collect::<Vec<_>>(), [0]);
     assert_eq!(left[&0].1[jobs::SCHEDULE_HEADER], "@daily");
+    host.close_now().await;
+
+    // Paused (`abictl pause`): a host starting publishes nothing; resuming
+    // needs the declaration a client from discovery carries.
+    let client = setup.client(MODULE, "tock");
+    client.pause_schedules().await.unwrap();
+    assert!(schedules(&setup, "tock").await.is_empty());
+    let (host, _) = setup.host(MODULE, "rust-1", spec("tock"), fast()).await;
+    assert!(
+        schedules(&setup, "tock").await.is_empty(),
+        "the host of a paused job published a schedule"
+    );
+    assert!(client.schedules_paused_since().await.unwrap().is_some());
+    let refused = client.resume_schedules().await.unwrap_err();
+    assert_eq!(refused.kind(), ControlErrorKind::Undeclared);
     host.close_now().await;
     setup.stop().await;
 }

@@ -34,6 +34,12 @@ use abi_document_model::pb as convert;
 pub use abi_document_model::{
     CollectionSpec, Data, Datetime, Document, FieldSpec, FindQuery, OrderBy, Page, Predicate, Value,
 };
+
+/// A JSON object as document data (integers stay integers, as the
+/// reference stores them); what `abictl docs put` sends.
+pub fn data_from_json(object: &serde_json::Map<String, serde_json::Value>) -> Data {
+    crate::jobs::json::to_data(object)
+}
 use abi_proto::document::v1 as pb;
 use abi_wire::documents::{self, DocumentRpc};
 use futures::Stream;
@@ -202,7 +208,8 @@ impl DocumentClient {
                 if_version,
                 ..Default::default()
             })
-            .await?;
+            .await
+            .map_err(|e| self.name_missing(e, collection, id))?;
         document(reply.document)
     }
 
@@ -272,6 +279,7 @@ impl DocumentClient {
         })
         .await
         .map(drop)
+        .map_err(|e| self.name_missing(e, collection, id))
     }
 
     /// One page of the documents matching `query`.

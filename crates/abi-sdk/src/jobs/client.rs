@@ -109,6 +109,9 @@ pub(crate) struct Inner {
     pub(crate) consumer_ready: AtomicBool,
     /// The caller's token, sent with cancels.
     pub(crate) token: Arc<TokenSource>,
+    /// The job as a registered instance declares it (set by
+    /// [`JobClient::from_discovery`]): its schedules, for a resume.
+    pub(crate) declared: Option<crate::jobs::JobSpec>,
 }
 
 impl JobClient {
@@ -209,7 +212,13 @@ impl JobClient {
             .with_code(ErrorCode::JobNotFound.as_str()));
         };
         let max_concurrency = found.max_concurrency.max(1);
-        Ok(unchecked.rebuilt(|inner| inner.max_concurrency = max_concurrency))
+        // A declaration the registry took is valid; one that is not (an
+        // older writer) only leaves resume without schedules to publish.
+        let declared = crate::jobs::JobSpec::from_descriptor(found).ok();
+        Ok(unchecked.rebuilt(|inner| {
+            inner.max_concurrency = max_concurrency;
+            inner.declared = declared;
+        }))
     }
 
     /// The job `job` of `module_id` in `client`'s project, over its NATS
@@ -282,6 +291,7 @@ impl JobClient {
                 max_concurrency: 1,
                 consumer_ready: AtomicBool::new(false),
                 token,
+                declared: None,
             }),
         }
     }
@@ -307,6 +317,7 @@ impl JobClient {
             max_concurrency: inner.max_concurrency,
             consumer_ready: AtomicBool::new(inner.consumer_ready.load(Ordering::Relaxed)),
             token: inner.token.clone(),
+            declared: inner.declared.clone(),
         };
         change(&mut copy);
         Self {

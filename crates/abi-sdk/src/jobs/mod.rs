@@ -12,9 +12,10 @@
 mod claim_check;
 pub mod client;
 mod context;
+mod control;
 mod event_filter;
 pub mod host;
-mod json;
+pub(crate) mod json;
 pub mod record;
 pub mod run;
 mod spec;
@@ -31,6 +32,7 @@ pub use spec::{
 };
 
 pub use client::{DEFAULT_TRIGGER_TIMEOUT, JobClient, TriggerError, TriggerErrorKind};
+pub use control::{ControlError, ControlErrorKind};
 pub use record::{QUEUED, RunRecord};
 pub use run::{
     CancelError, CancelErrorKind, DEFAULT_WAIT_POLL_INTERVAL, JobRun, WaitError, WaitErrorKind,

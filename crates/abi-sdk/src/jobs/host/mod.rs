@@ -29,7 +29,7 @@ mod record;
 mod retention;
 mod retry;
 mod runs;
-mod schedules;
+pub(crate) mod schedules;
 mod supervise;
 
 use std::sync::{Arc, OnceLock};
@@ -334,7 +334,16 @@ impl JobHost {
         let mut consumers = Vec::new();
         for job in &jobs {
             consumers.push(consumer::create_or_update(&shared, job).await?);
-            schedules::reconcile(&shared, job).await?;
+            let reconciled = schedules::reconcile(
+                &shared.js,
+                &shared.stream,
+                &job.subjects,
+                job.spec.triggers(),
+            )
+            .await?;
+            if reconciled == schedules::Reconciled::Paused {
+                tracing::info!(job = %job.spec.name(), "the job's schedules are paused (abictl resume starts them)");
+            }
         }
         let hosted = hosted_jobs(&jobs);
         if let Some(job) = jobs.first() {

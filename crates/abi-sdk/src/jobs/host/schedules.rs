@@ -3,14 +3,20 @@
 //! only when missing or changed (republishing would restart an `@every`
 //! interval), with the sequence just read expected so hosts starting
 //! together write it once; indexes beyond the declared ones are purged.
+//!
+//! A job's schedules can be paused (`abictl pause`): a marker message on
+//! the job's `paused` subject, and no schedule message. A host that finds
+//! the marker publishes nothing; resuming removes the marker and publishes
+//! the declared schedules again.
 
 use abi_wire::jobs::{self as wire, JobSubjects};
 use async_nats::HeaderMap;
+use async_nats::jetstream::Context;
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
 use tracing::warn;
 
-use super::{Job, JobHostError, Shared};
+use super::JobHostError;
 use crate::jobs::{Trigger, go_duration_seconds};
 
 /// Compare-and-publish tries of one schedule (the reference's three).
@@ -57,33 +63,116 @@ fn js_error(e: impl std::fmt::Display) -> JobHostError {
     JobHostError::JetStream(e.to_string())
 }
 
-/// Publishes the job's schedules that changed and purges stale indexes.
-pub(super) async fn reconcile(shared: &Shared, job: &Job) -> Result<(), JobHostError> {
-    let stream = shared
-        .js
-        .get_stream(&shared.stream)
+/// What [`reconcile`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reconciled {
+    /// The declared schedules are stored.
+    Published,
+    /// The job's schedules are paused: none is stored.
+    Paused,
+}
+
+/// Publishes the job's schedules that changed and purges stale indexes;
+/// while the job is paused, purges them all instead.
+pub(crate) async fn reconcile(
+    js: &Context,
+    stream_name: &str,
+    subjects: &JobSubjects,
+    triggers: &[Trigger],
+) -> Result<Reconciled, JobHostError> {
+    let stream = js.get_stream(stream_name).await.map_err(js_error)?;
+    if paused_since(&stream, subjects).await?.is_some() {
+        purge_from(&stream, subjects, 0).await?;
+        return Ok(Reconciled::Paused);
+    }
+    publish(js, &stream, subjects, triggers).await?;
+    // A pause stored while these were published: its purge may have run
+    // before them, so purge again rather than leave a paused job ticking.
+    if paused_since(&stream, subjects).await?.is_some() {
+        purge_from(&stream, subjects, 0).await?;
+        return Ok(Reconciled::Paused);
+    }
+    Ok(Reconciled::Published)
+}
+
+/// Pauses the job's schedules: stores the marker, then purges every
+/// schedule message (in that order, so a host reconciling meanwhile sees
+/// the marker after its publish and purges too).
+pub(crate) async fn pause(
+    js: &Context,
+    stream_name: &str,
+    subjects: &JobSubjects,
+) -> Result<(), JobHostError> {
+    let stream = js.get_stream(stream_name).await.map_err(js_error)?;
+    js.publish(subjects.paused(), bytes::Bytes::new())
+        .await
+        .map_err(js_error)?
         .await
         .map_err(js_error)?;
-    let schedules: Vec<_> = job
-        .spec
-        .triggers()
+    purge_from(&stream, subjects, 0).await
+}
+
+/// Resumes the job's schedules: removes the marker and publishes
+/// `triggers`' schedules. Returns how many schedules the job has.
+pub(crate) async fn resume(
+    js: &Context,
+    stream_name: &str,
+    subjects: &JobSubjects,
+    triggers: &[Trigger],
+) -> Result<usize, JobHostError> {
+    let stream = js.get_stream(stream_name).await.map_err(js_error)?;
+    stream
+        .purge()
+        .filter(subjects.paused())
+        .await
+        .map_err(js_error)?;
+    publish(js, &stream, subjects, triggers).await
+}
+
+/// When the job's schedules were paused, if they are.
+pub(crate) async fn paused_since(
+    stream: &Stream,
+    subjects: &JobSubjects,
+) -> Result<Option<async_nats::datetime::DateTime>, JobHostError> {
+    match stream
+        .get_last_raw_message_by_subject(&subjects.paused())
+        .await
+    {
+        Ok(marker) => Ok(Some(marker.time)),
+        Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+        Err(e) => Err(js_error(e)),
+    }
+}
+
+/// Publishes what changed of `triggers`' schedules, purges the indexes past
+/// them; returns how many there are.
+async fn publish(
+    js: &Context,
+    stream: &Stream,
+    subjects: &JobSubjects,
+    triggers: &[Trigger],
+) -> Result<usize, JobHostError> {
+    let schedules: Vec<_> = triggers
         .iter()
-        .filter_map(|t| schedule_message(t, &job.subjects))
+        .filter_map(|t| schedule_message(t, subjects))
         .collect();
     for (index, (headers, body)) in schedules.iter().enumerate() {
-        ensure(
-            shared,
-            &stream,
-            &job.subjects.schedule(index),
-            headers,
-            body,
-        )
-        .await?;
+        ensure(js, stream, &subjects.schedule(index), headers, body).await?;
     }
-    for index in schedules.len()..wire::MAX_TRIGGERS {
+    purge_from(stream, subjects, schedules.len()).await?;
+    Ok(schedules.len())
+}
+
+/// Purges the schedule messages of indexes `first..`.
+async fn purge_from(
+    stream: &Stream,
+    subjects: &JobSubjects,
+    first: usize,
+) -> Result<(), JobHostError> {
+    for index in first..wire::MAX_TRIGGERS {
         stream
             .purge()
-            .filter(job.subjects.schedule(index))
+            .filter(subjects.schedule(index))
             .await
             .map_err(js_error)?;
     }
@@ -91,7 +180,7 @@ pub(super) async fn reconcile(shared: &Shared, job: &Job) -> Result<(), JobHostE
 }
 
 async fn ensure(
-    shared: &Shared,
+    js: &Context,
     stream: &Stream,
     subject: &str,
     headers: &[(&'static str, String)],
@@ -128,10 +217,9 @@ async fn ensure(
         );
         map.insert(
             async_nats::header::NATS_EXPECTED_STREAM,
-            shared.stream.as_str(),
+            stream.cached_info().config.name.as_str(),
         );
-        let sent = shared
-            .js
+        let sent = js
             .publish_with_headers(subject.to_owned(), map, body.to_owned().into())
             .await
             .map_err(js_error)?
