@@ -1,5 +1,6 @@
 //! [`ModuleProxy`] (one dependency) and [`Modules`] (the declared ones).
 
+use abi_wire::ErrorCode;
 use std::collections::BTreeMap;
 
 use abi_proto::discovery::v1 as pb;
@@ -78,7 +79,7 @@ impl ModuleProxy {
                 CallErrorKind::ModuleUnavailable,
                 format!("{} has no ready instances", self.module_id),
             )
-            .with_code("MODULE_UNAVAILABLE"));
+            .with_code(ErrorCode::ModuleUnavailable.as_str()));
         }
         Ok(ready)
     }
@@ -102,7 +103,7 @@ impl ModuleProxy {
         self.find(
             name,
             CallErrorKind::AgentNotFound,
-            "AGENT_NOT_FOUND",
+            ErrorCode::AgentNotFound.as_str(),
             |d| &d.agents,
             |a| &a.name,
         )
@@ -118,7 +119,7 @@ impl ModuleProxy {
         self.find(
             name,
             CallErrorKind::ModelNotFound,
-            "MODEL_NOT_FOUND",
+            ErrorCode::ModelNotFound.as_str(),
             |d| &d.models,
             |m| &m.name,
         )
@@ -134,7 +135,7 @@ impl ModuleProxy {
         self.find(
             name,
             CallErrorKind::JobNotFound,
-            "JOB_NOT_FOUND",
+            ErrorCode::JobNotFound.as_str(),
             |d| &d.jobs,
             |j| &j.name,
         )
@@ -150,7 +151,7 @@ impl ModuleProxy {
         self.find(
             name,
             CallErrorKind::AppNotFound,
-            "APP_NOT_FOUND",
+            ErrorCode::AppNotFound.as_str(),
             |d| &d.apps,
             |a| &a.name,
         )

@@ -60,21 +60,96 @@ pub const MESSAGE_EVENT: &str = "message";
 pub const DONE_EVENT: &str = "done";
 /// The two submit modes.
 pub const MODES: [&str; 2] = ["invoke", "stream"];
+crate::run_status::run_status! {
+    /// The status of an agent run (record field `status`).
+    pub enum RunStatus {
+        /// Stored, not started yet.
+        Accepted => "ACCEPTED", false,
+        /// The handler is going.
+        Running => "RUNNING", false,
+        /// A cancel or the deadline arrived; the handler is being stopped.
+        Cancelling => "CANCELLING", false,
+        /// The handler returned its result.
+        Succeeded => "SUCCEEDED", true,
+        /// The handler failed (`error_code` says how).
+        Failed => "FAILED", true,
+        /// A caller cancelled the run.
+        Cancelled => "CANCELLED", true,
+        /// The run's deadline passed.
+        TimedOut => "TIMED_OUT", true,
+    }
+}
+
 /// The statuses after which a run never changes.
-pub const TERMINAL_STATUSES: [&str; 4] = ["SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT"];
+pub const TERMINAL_STATUSES: [&str; 4] = [
+    RunStatus::Succeeded.as_str(),
+    RunStatus::Failed.as_str(),
+    RunStatus::Cancelled.as_str(),
+    RunStatus::TimedOut.as_str(),
+];
 /// Every status a run record holds; `FINALIZING` is only shown (terminal,
 /// still in the owner's memory).
 pub const RUN_STATUSES: [&str; 7] = [
-    "ACCEPTED",
-    "RUNNING",
-    "CANCELLING",
-    "SUCCEEDED",
-    "FAILED",
-    "CANCELLED",
-    "TIMED_OUT",
+    RunStatus::Accepted.as_str(),
+    RunStatus::Running.as_str(),
+    RunStatus::Cancelling.as_str(),
+    RunStatus::Succeeded.as_str(),
+    RunStatus::Failed.as_str(),
+    RunStatus::Cancelled.as_str(),
+    RunStatus::TimedOut.as_str(),
 ];
 /// The status shown for a finished run still in its owner's memory.
 pub const FINALIZING: &str = "FINALIZING";
+
+/// The fields of the documents an agent host keeps, as the reference
+/// names them: the run record, the conversation claim, an event's
+/// manifest and its fragments.
+pub mod field {
+    /// Run record: the agent's name.
+    pub const AGENT_NAME: &str = "agent_name";
+    /// Run record: the caller's invocation id.
+    pub const INVOCATION_ID: &str = "invocation_id";
+    /// Run record: the conversation the caller named.
+    pub const THREAD_ID: &str = "thread_id";
+    /// Run record: the identity that submitted.
+    pub const CALLER: &str = "caller";
+    /// Run record: what makes a resubmission the same submission.
+    pub const FINGERPRINT: &str = "fingerprint";
+    /// Run record and claim: the instance that owns the run.
+    pub const OWNER: &str = "owner";
+    /// Run record: the [`super::RunStatus`].
+    pub const STATUS: &str = "status";
+    /// Run record: events stored inline (older records).
+    pub const EVENTS: &str = "events";
+    /// Run record: the output format the run answers in.
+    pub const OUTPUT_FORMAT: &str = "output_format";
+    /// Run record: the last event's sequence.
+    pub const LAST_SEQUENCE: &str = "last_sequence";
+    /// Run record: how many fragments the result has.
+    pub const RESULT_PARTS: &str = "result_parts";
+    /// Run record: the result, when inline.
+    pub const RESULT: &str = "result";
+    /// Run record: why the run failed (an error code).
+    pub const ERROR_CODE: &str = "error_code";
+    /// Run record: the failure's message.
+    pub const ERROR_MESSAGE: &str = "error_message";
+    /// Run record: when it was submitted (ISO text).
+    pub const SUBMITTED_AT: &str = "submitted_at";
+    /// Run record: when it ended (ISO text).
+    pub const FINISHED_AT: &str = "finished_at";
+    /// Run record: the trace it belongs to.
+    pub const TRACE_ID: &str = "trace_id";
+    /// Claim: the run record the conversation is claimed by.
+    pub const INVOCATION_KEY: &str = "invocation_key";
+    /// Manifest: the event's name.
+    pub const EVENT: &str = "event";
+    /// Manifest: how many fragments its data has.
+    pub const PARTS: &str = "parts";
+    /// Manifest: whether the event came from a chat source.
+    pub const CHAT_SOURCE: &str = "chat_source";
+    /// Fragment: its bytes.
+    pub const DATA: &str = "data";
+}
 
 crate::rpc::reply!(
     abi_proto::agent::v1::SubmitResponse,
@@ -85,7 +160,7 @@ crate::rpc::reply!(
 
 /// Whether `status` is terminal.
 pub fn is_terminal(status: &str) -> bool {
-    TERMINAL_STATUSES.contains(&status)
+    RunStatus::parse(status).is_some_and(RunStatus::is_terminal)
 }
 
 /// One of the four operations of an agent.

@@ -95,6 +95,13 @@ pub enum ErrorCode {
     NotFound,
 }
 
+/// The code the reference's SDK raises itself when a wait for an agent
+/// run outlasts its timeout (never sent by a service).
+pub const WAIT_TIMEOUT: &str = "WAIT_TIMEOUT";
+/// The code the reference's SDK fails a module's start with when its
+/// dependencies are not READY in time (never sent by a service).
+pub const DEPENDENCY_TIMEOUT: &str = "DEPENDENCY_TIMEOUT";
+
 impl ErrorCode {
     /// Every code, in declaration order (for tests and tools).
     pub const ALL: [ErrorCode; 40] = [

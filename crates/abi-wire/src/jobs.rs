@@ -47,29 +47,51 @@ pub const CLAIM_CHECK_DESCRIPTION: &str = "NATS messages above the broker limit 
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 /// Most triggers one job declares.
 pub const MAX_TRIGGERS: usize = 16;
-/// The statuses a run record holds; `QUEUED` is never stored (it is what a
-/// caller sees before a host took the trigger).
+crate::run_status::run_status! {
+    /// The status of a job run (record field `status`). `Queued` is never
+    /// stored: it is what a caller sees before a host took the trigger.
+    pub enum RunStatus {
+        /// No host has taken the trigger yet.
+        Queued => "QUEUED", false,
+        /// The handler is going.
+        Running => "RUNNING", false,
+        /// Waiting for the next attempt.
+        Retrying => "RETRYING", false,
+        /// The handler returned.
+        Succeeded => "SUCCEEDED", true,
+        /// The handler (or tick coalescing) skipped the run.
+        Skipped => "SKIPPED", true,
+        /// The last attempt failed, or nothing will finish the run.
+        Failed => "FAILED", true,
+        /// The last attempt ran out of time.
+        TimedOut => "TIMED_OUT", true,
+        /// A caller cancelled the run.
+        Cancelled => "CANCELLED", true,
+    }
+}
+
+/// Every job-run status string, in [`RunStatus::ALL`]'s order.
 pub const RUN_STATUSES: [&str; 8] = [
     QUEUED, RUNNING, RETRYING, SUCCEEDED, SKIPPED, FAILED, TIMED_OUT, CANCELLED,
 ];
 /// The statuses after which a run never changes.
 pub const TERMINAL_STATUSES: [&str; 5] = [SUCCEEDED, SKIPPED, FAILED, TIMED_OUT, CANCELLED];
-/// A run no host has taken yet (what a caller sees while there is no record).
-pub const QUEUED: &str = "QUEUED";
-/// A run whose handler is going (record field `status`).
-pub const RUNNING: &str = "RUNNING";
-/// A run waiting for its next attempt.
-pub const RETRYING: &str = "RETRYING";
-/// A run whose handler returned.
-pub const SUCCEEDED: &str = "SUCCEEDED";
-/// A run its handler (or tick coalescing) skipped.
-pub const SKIPPED: &str = "SKIPPED";
-/// A run that failed its last attempt, or that nothing will finish.
-pub const FAILED: &str = "FAILED";
-/// A run whose last attempt ran out of time.
-pub const TIMED_OUT: &str = "TIMED_OUT";
-/// A run a caller cancelled.
-pub const CANCELLED: &str = "CANCELLED";
+/// [`RunStatus::Queued`]'s string.
+pub const QUEUED: &str = RunStatus::Queued.as_str();
+/// [`RunStatus::Running`]'s string.
+pub const RUNNING: &str = RunStatus::Running.as_str();
+/// [`RunStatus::Retrying`]'s string.
+pub const RETRYING: &str = RunStatus::Retrying.as_str();
+/// [`RunStatus::Succeeded`]'s string.
+pub const SUCCEEDED: &str = RunStatus::Succeeded.as_str();
+/// [`RunStatus::Skipped`]'s string.
+pub const SKIPPED: &str = RunStatus::Skipped.as_str();
+/// [`RunStatus::Failed`]'s string.
+pub const FAILED: &str = RunStatus::Failed.as_str();
+/// [`RunStatus::TimedOut`]'s string.
+pub const TIMED_OUT: &str = RunStatus::TimedOut.as_str();
+/// [`RunStatus::Cancelled`]'s string.
+pub const CANCELLED: &str = RunStatus::Cancelled.as_str();
 
 /// The fields of a run record that both hosts (ours and the reference's)
 /// write and read.
@@ -116,6 +138,11 @@ pub mod field {
     pub const CREATED_AT: &str = "created_at";
     /// Why the handler (or tick coalescing) skipped the run.
     pub const SKIP_REASON: &str = "skip_reason";
+    /// In the `trigger` object: how the run was triggered (`manual`,
+    /// `schedule`, `event`).
+    pub const TRIGGER_KIND: &str = "kind";
+    /// In the `trigger` object of a schedule tick: the schedule's subject.
+    pub const TRIGGER_SCHEDULER: &str = "scheduler";
 }
 
 /// The error of a run whose trigger expired before any host took it (a
@@ -123,22 +150,36 @@ pub mod field {
 /// the SDK's `JobRun::status`).
 pub const EXPIRED_UNRUN_ERROR: &str = "Trigger expired before any host ran it";
 
-/// What nats-py sends to acknowledge a delivery: an empty body.
-pub const ACK: &[u8] = b"";
-/// A bare negative acknowledgement: redeliver now.
-pub const NAK: &[u8] = b"-NAK";
-/// "Still working": resets the delivery's ack wait.
-pub const IN_PROGRESS: &[u8] = b"+WPI";
-/// Never redeliver.
-pub const TERM: &[u8] = b"+TERM";
+/// How a host answers one JetStream delivery (async-nats's `AckKind`, in
+/// the bytes nats-py sends, so a broker sees the same from either host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// Done: never redeliver (an empty body).
+    Ack,
+    /// Redeliver, now (`-NAK`) or after the delay (`-NAK {"delay": <ns>}`).
+    Nak(Option<std::time::Duration>),
+    /// Still working: the ack wait starts again (`+WPI`).
+    Progress,
+    /// Never redeliver, and count it as not processed (`+TERM`).
+    Term,
+}
 
-/// nats-py's `nak(delay)`: `-NAK {"delay": <ns>}` (json.dumps' default
-/// separators), or a bare `-NAK` for no delay.
-pub fn nak_with_delay(delay: std::time::Duration) -> Vec<u8> {
-    if delay.is_zero() {
-        return NAK.to_vec();
+impl Ack {
+    /// The reply body: nats-py's `ack()`, `nak(delay)` (json.dumps' default
+    /// separators; a zero or absent delay is a bare `-NAK`),
+    /// `in_progress()`, `term()`.
+    pub fn body(self) -> std::borrow::Cow<'static, [u8]> {
+        use std::borrow::Cow;
+        match self {
+            Ack::Ack => Cow::Borrowed(b""),
+            Ack::Nak(Some(delay)) if !delay.is_zero() => {
+                Cow::Owned(format!("-NAK {{\"delay\": {}}}", delay.as_nanos()).into_bytes())
+            }
+            Ack::Nak(_) => Cow::Borrowed(b"-NAK"),
+            Ack::Progress => Cow::Borrowed(b"+WPI"),
+            Ack::Term => Cow::Borrowed(b"+TERM"),
+        }
     }
-    format!("-NAK {{\"delay\": {}}}", delay.as_nanos()).into_bytes()
 }
 
 /// A completion notice: `{"run_id": ..., "status": ...}` as `json.dumps`.
@@ -364,15 +405,40 @@ mod tests {
         assert_eq!(schedule_tick_ttl(Some(90.5)), "90s");
         assert_eq!(schedule_tick_ttl(Some(7200.0)), "3600s");
         assert_eq!(schedule_tick_ttl(None), "3600s");
-        assert_eq!(
-            nak_with_delay(std::time::Duration::from_secs(5)),
-            br#"-NAK {"delay": 5000000000}"#
-        );
+        // nats-py's ack(), nak(delay=5), nak(), in_progress(), term().
+        let second = std::time::Duration::from_secs(5);
+        let acks = [
+            (Ack::Ack, &b""[..]),
+            (Ack::Nak(Some(second)), br#"-NAK {"delay": 5000000000}"#),
+            (Ack::Nak(Some(std::time::Duration::ZERO)), b"-NAK"),
+            (Ack::Nak(None), b"-NAK"),
+            (Ack::Progress, b"+WPI"),
+            (Ack::Term, b"+TERM"),
+        ];
+        for (ack, body) in acks {
+            assert_eq!(&*ack.body(), body, "{ack:?}");
+        }
         assert_eq!(
             completion_notice("ingest:42", "SUCCEEDED"),
             r#"{"run_id": "ingest:42", "status": "SUCCEEDED"}"#
         );
         assert_eq!(parse_run_id("ingest:42"), Some(("ingest", 42)));
+        for status in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(status.as_str()), Some(*status));
+            assert_eq!(
+                status.is_terminal(),
+                TERMINAL_STATUSES.contains(&status.as_str())
+            );
+        }
+        assert_eq!(
+            RunStatus::ALL
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>(),
+            RUN_STATUSES
+        );
+        assert_eq!(RunStatus::parse("succeeded"), None);
+        assert_eq!("TIMED_OUT".parse(), Ok(RunStatus::TimedOut));
         assert_eq!(parse_run_id("a:b:7"), Some(("a:b", 7)));
         assert_eq!(parse_run_id("ingest"), None);
         assert_eq!(parse_run_id(":7"), None);

@@ -9,7 +9,8 @@
 //! - [`jobs`]: the jobs stream, trigger/schedule/cancel/notice subjects,
 //!   consumers, run ids and record collections (hashed names as the reference's);
 //! - [`codes`]: the wire error codes ([`ErrorCode`]);
-//! - [`status`]: the instance status names;
+//! - [`status`]: the instance status names; [`jobs::RunStatus`] and
+//!   [`agents::RunStatus`] the run statuses, [`jobs::Ack`] a delivery's answer;
 //! - [`names`]: the identifier patterns (module, instance, rollout, app);
 //! - [`auth`]: the token header;
 //! - [`nats`]: how a process names its NATS servers ([`ServerList`]);
@@ -27,6 +28,7 @@ pub mod models;
 pub mod names;
 pub mod nats;
 pub mod rpc;
+pub mod run_status;
 pub mod status;
 
 pub use auth::AUTH_HEADER;

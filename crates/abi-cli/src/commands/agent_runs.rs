@@ -6,7 +6,7 @@
 
 use abi_sdk::CallErrorKind;
 use abi_sdk::documents::{Data, FindQuery, OrderBy, Predicate, Value};
-use abi_wire::agents;
+use abi_wire::agents::{self, field};
 use serde_json::json;
 
 use super::Ctx;
@@ -16,15 +16,15 @@ use crate::output::{Table, or_dash, print_json};
 
 /// The record fields shown, in order.
 const FIELDS: [&str; 9] = [
-    "agent_name",
-    "invocation_id",
-    "status",
-    "caller",
-    "owner",
-    "submitted_at",
-    "finished_at",
-    "error_code",
-    "last_sequence",
+    field::AGENT_NAME,
+    field::INVOCATION_ID,
+    field::STATUS,
+    field::CALLER,
+    field::OWNER,
+    field::SUBMITTED_AT,
+    field::FINISHED_AT,
+    field::ERROR_CODE,
+    field::LAST_SEQUENCE,
 ];
 
 /// Prints up to `limit` runs of `module`'s agents (of `agent` only when
@@ -49,14 +49,14 @@ pub async fn run(
         .ok_or_else(|| Failure::usage("run records need a NATS connection"))?;
     let mut where_ = Vec::new();
     if let Some(agent) = agent {
-        where_.push(Predicate::new("agent_name", "eq", agent));
+        where_.push(Predicate::new(field::AGENT_NAME, "eq", agent));
     }
     if let Some(status) = status {
-        where_.push(Predicate::new("status", "eq", status));
+        where_.push(Predicate::new(field::STATUS, "eq", status));
     }
     let query = FindQuery {
         where_,
-        order_by: Some(OrderBy::desc("submitted_at")),
+        order_by: Some(OrderBy::desc(field::SUBMITTED_AT)),
         limit,
         ..Default::default()
     };
@@ -133,7 +133,7 @@ pub async fn show(cx: Ctx<'_>, module: &str, invocation_id: &str) -> anyhow::Res
         .documents(module)
         .ok_or_else(|| Failure::usage("run records need a NATS connection"))?;
     let query = FindQuery {
-        where_: vec![Predicate::new("invocation_id", "eq", invocation_id)],
+        where_: vec![Predicate::new(field::INVOCATION_ID, "eq", invocation_id)],
         limit: 1,
         ..Default::default()
     };

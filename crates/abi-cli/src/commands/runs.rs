@@ -192,9 +192,9 @@ pub async fn list(
     let docs = client
         .documents(module)
         .ok_or_else(|| Failure::usage("run records need a NATS connection"))?;
-    let mut where_ = vec![Predicate::new("job", "eq", job)];
+    let mut where_ = vec![Predicate::new(jobs::field::JOB, "eq", job)];
     if let Some(status) = status {
-        where_.push(Predicate::new("status", "eq", status));
+        where_.push(Predicate::new(jobs::field::STATUS, "eq", status));
     }
     let collection = jobs::runs_collection(cx.global.project.as_str());
     let mut records = Vec::new();
@@ -205,7 +205,7 @@ pub async fn list(
         let query = FindQuery {
             where_: where_.clone(),
             // The trigger's stream sequence: newest trigger first.
-            order_by: Some(OrderBy::desc("sequence")),
+            order_by: Some(OrderBy::desc(jobs::field::SEQUENCE)),
             limit: limit - i64::try_from(records.len()).unwrap_or(i64::MAX),
             cursor: cursor.take(),
             ..Default::default()
@@ -256,8 +256,8 @@ pub async fn list(
                 record.status.clone(),
                 record.attempt.to_string(),
                 or_dash(&trigger),
-                or_dash(&field("started_at")),
-                or_dash(&field("finished_at")),
+                or_dash(&field(jobs::field::STARTED_AT)),
+                or_dash(&field(jobs::field::FINISHED_AT)),
                 or_dash(&error),
             ],
             1,
@@ -294,7 +294,7 @@ pub async fn cancel(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<(
     let run = run_handle(&client, module, run_id)?;
     // Only a run that exists and has not ended can be cancelled.
     let record = run.status().await.map_err(|e| no_such_run(module, e))?;
-    if jobs::TERMINAL_STATUSES.contains(&record.status.as_str()) {
+    if record.is_terminal() {
         return Err(Failure {
             exit: EXIT_SERVICE,
             message: format!(

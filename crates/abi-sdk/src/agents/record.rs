@@ -1,7 +1,9 @@
 //! Reading agent run records (`agent_runs_*/<key>`), tolerant as the
 //! reference's `dict.get` reads: a missing or mistyped field reads as empty.
 
-use abi_document_model::{Data, Value};
+use abi_document_model::{Data, Datetime, Value};
+use abi_wire::ErrorCode;
+use abi_wire::agents::{RunStatus, field};
 
 /// A text field, `""` when absent.
 pub(crate) fn text(data: &Data, field: &str) -> String {
@@ -22,14 +24,29 @@ pub(crate) fn int(data: &Data, field: &str) -> i64 {
 
 /// The record's status.
 pub(crate) fn status(data: &Data) -> String {
-    text(data, "status")
+    text(data, field::STATUS)
+}
+
+/// Ends a record FAILED now with `code` and `message` (what a host writes
+/// for a run it settles without running it).
+pub(crate) fn fail(data: &mut Data, code: ErrorCode, message: impl Into<String>) {
+    data.insert(
+        field::STATUS.into(),
+        Value::from(RunStatus::Failed.as_str()),
+    );
+    data.insert(field::ERROR_CODE.into(), Value::from(code.as_str()));
+    data.insert(field::ERROR_MESSAGE.into(), Value::String(message.into()));
+    data.insert(
+        field::FINISHED_AT.into(),
+        Value::from(Datetime::now().isoformat()),
+    );
 }
 
 /// `last_sequence`, or the length of a legacy record's `events` list.
 pub(crate) fn last_sequence(data: &Data) -> i64 {
-    match data.get("last_sequence") {
-        Some(_) => int(data, "last_sequence"),
-        None => match data.get("events") {
+    match data.get(field::LAST_SEQUENCE) {
+        Some(_) => int(data, field::LAST_SEQUENCE),
+        None => match data.get(field::EVENTS) {
             Some(Value::List(l)) => l.len() as i64,
             _ => 0,
         },

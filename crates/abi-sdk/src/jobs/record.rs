@@ -6,7 +6,7 @@
 //! treats every field as optional.
 
 use abi_document_model::{Data, Value};
-use abi_wire::jobs::TERMINAL_STATUSES;
+use abi_wire::jobs::{RunStatus, field};
 
 /// The status of a run no host has taken yet (never stored).
 pub const QUEUED: &str = abi_wire::jobs::QUEUED;
@@ -59,15 +59,15 @@ impl RunRecord {
             _ => None,
         };
         Self {
-            run_id: text("run_id").unwrap_or_else(|| run_id.to_owned()),
-            job: text("job").unwrap_or_else(|| job.to_owned()),
-            status: text("status").unwrap_or_else(|| QUEUED.to_owned()),
-            attempt: match data.get("attempt") {
+            run_id: text(field::RUN_ID).unwrap_or_else(|| run_id.to_owned()),
+            job: text(field::JOB).unwrap_or_else(|| job.to_owned()),
+            status: text(field::STATUS).unwrap_or_else(|| QUEUED.to_owned()),
+            attempt: match data.get(field::ATTEMPT) {
                 Some(Value::Int(n)) => *n,
                 _ => 0,
             },
-            error: text("error").unwrap_or_default(),
-            logs: match data.get("logs") {
+            error: text(field::ERROR).unwrap_or_default(),
+            logs: match data.get(field::LOGS) {
                 Some(Value::List(lines)) => lines
                     .iter()
                     .filter_map(|l| match l {
@@ -77,26 +77,38 @@ impl RunRecord {
                     .collect(),
                 _ => Vec::new(),
             },
-            result: data.get("result").map(value_json),
+            result: data.get(field::RESULT).map(value_json),
             version,
             data,
         }
     }
 
+    /// The status, typed; `None` for a status this version does not know
+    /// (a newer peer's).
+    pub fn run_status(&self) -> Option<RunStatus> {
+        RunStatus::parse(&self.status)
+    }
+
     /// Whether the run is over (its status never changes again).
     pub fn is_terminal(&self) -> bool {
-        TERMINAL_STATUSES.contains(&self.status.as_str())
+        self.run_status().is_some_and(RunStatus::is_terminal)
     }
 
     /// The whole record as JSON (the stored fields, or the reference's
     /// `{"run_id", "job", "status": "QUEUED"}` placeholder).
     pub fn to_json(&self) -> serde_json::Value {
         if self.data.is_empty() {
-            return serde_json::json!({
-                "run_id": self.run_id,
-                "job": self.job,
-                "status": self.status,
-            });
+            let placeholder = [
+                (field::RUN_ID, &self.run_id),
+                (field::JOB, &self.job),
+                (field::STATUS, &self.status),
+            ];
+            return serde_json::Value::Object(
+                placeholder
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.clone())))
+                    .collect(),
+            );
         }
         data_json(&self.data)
     }

@@ -9,6 +9,7 @@
 //! `LEASE_EXPIRED`; nobody subscribed) goes to the next one. Such a refusal
 //! means the handler never ran, so sending again is safe.
 
+use abi_wire::ErrorCode;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -163,7 +164,7 @@ impl ChatModel {
         if ids.is_empty() {
             return Err(
                 CallError::new(CallErrorKind::ModelNotFound, self.name.clone())
-                    .with_code("MODEL_NOT_FOUND"),
+                    .with_code(ErrorCode::ModelNotFound.as_str()),
             );
         }
         Ok(ids)
@@ -226,7 +227,7 @@ impl ChatModel {
         }
         Err(last.unwrap_or_else(|| {
             CallError::new(CallErrorKind::ModelNotFound, self.name.clone())
-                .with_code("MODEL_NOT_FOUND")
+                .with_code(ErrorCode::ModelNotFound.as_str())
         }))
     }
 

@@ -22,7 +22,7 @@ use crate::watch::WatchOptions;
 
 /// The code a [`RunErrorKind::DependencyTimeout`] carries, as the
 /// reference's startup failure names it.
-const DEPENDENCY_TIMEOUT_CODE: &str = "DEPENDENCY_TIMEOUT";
+const DEPENDENCY_TIMEOUT_CODE: &str = abi_wire::codes::DEPENDENCY_TIMEOUT;
 
 impl<'a, M: Module> Lifecycle<'a, M> {
     /// Connects (unless the service is in-process) and assembles the run:

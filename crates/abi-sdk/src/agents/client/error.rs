@@ -1,5 +1,7 @@
 //! [`AgentError`]: why a call to an agent, or the run it started, failed.
 
+use abi_wire::ErrorCode;
+use abi_wire::agents::RunStatus;
 use std::fmt;
 
 use super::Invocation;
@@ -91,10 +93,10 @@ impl AgentError {
 
     /// A run that ended `status` with `code` and `message`.
     pub(crate) fn ended(status: &str, code: &str, message: &str) -> Self {
-        let kind = match (status, code) {
-            ("CANCELLED", _) => AgentErrorKind::Cancelled,
-            ("TIMED_OUT", _) => AgentErrorKind::TimedOut,
-            (_, "OWNER_GONE") => AgentErrorKind::OwnerGone,
+        let kind = match (RunStatus::parse(status), ErrorCode::from_wire(code)) {
+            (Some(RunStatus::Cancelled), _) => AgentErrorKind::Cancelled,
+            (Some(RunStatus::TimedOut), _) => AgentErrorKind::TimedOut,
+            (_, Some(ErrorCode::OwnerGone)) => AgentErrorKind::OwnerGone,
             _ => AgentErrorKind::Failed,
         };
         let code = if code.is_empty() { status } else { code };

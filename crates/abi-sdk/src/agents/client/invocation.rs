@@ -12,11 +12,12 @@
 //! failure, a cancel, a handle that did not follow from the first event)
 //! still reads Status.
 
+use abi_wire::ErrorCode;
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use abi_proto::agent::v1 as apb;
-use abi_wire::agents::{self as wire, Operation, is_terminal};
+use abi_wire::agents::{self as wire, Operation, RunStatus, is_terminal};
 use futures::StreamExt as _;
 use prost::Message as _;
 use tokio::time::Instant;
@@ -358,7 +359,7 @@ impl Invocation {
                 if self.cursor < status.last_sequence {
                     continue;
                 }
-                self.end = Some(if status.status == "SUCCEEDED" {
+                self.end = Some(if status.status == RunStatus::Succeeded.as_str() {
                     Ok(())
                 } else {
                     Err((
@@ -380,7 +381,7 @@ impl Invocation {
                         self.invocation_id
                     ),
                 )
-                .with_code("OWNER_UNAVAILABLE"));
+                .with_code(ErrorCode::OwnerUnavailable.as_str()));
             }
             if self.updates.is_some() {
                 read = false;
@@ -413,7 +414,7 @@ impl Invocation {
     /// `SUCCEEDED` at the event this handle followed to from the first.
     fn succeeded_inline(&self, update: &apb::RunUpdate) -> Option<InvocationStatus> {
         let complete = update.event.is_none()
-            && update.status == "SUCCEEDED"
+            && update.status == RunStatus::Succeeded.as_str()
             && self.followed
             && update.last_sequence == self.cursor
             && !self.thread_id.is_empty();
@@ -440,7 +441,7 @@ impl Invocation {
                 self.invocation_id
             ),
         )
-        .with_code("WAIT_TIMEOUT")
+        .with_code(abi_wire::codes::WAIT_TIMEOUT)
     }
 
     async fn next_update(&mut self, timeout: Duration) -> Option<apb::RunUpdate> {

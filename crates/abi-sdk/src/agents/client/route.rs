@@ -10,6 +10,7 @@
 //! included (the reference caches it for non-submit calls only and asks
 //! discovery on every submit).
 
+use abi_wire::ErrorCode;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,7 +92,7 @@ fn eligible(client: &AgentClient, instances: Vec<pb::Instance>) -> Vec<pb::Insta
 
 fn unavailable(client: &AgentClient) -> CallError {
     CallError::new(CallErrorKind::AgentUnavailable, client.name.clone())
-        .with_code("AGENT_UNAVAILABLE")
+        .with_code(ErrorCode::AgentUnavailable.as_str())
 }
 
 /// Submits to a READY replica, the next one on `AGENT_BUSY`.

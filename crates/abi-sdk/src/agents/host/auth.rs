@@ -12,6 +12,7 @@
 //! not ready`. A first submit for a (token, agent) pair still asks discovery,
 //! with `new_invocation` set; a refusal is never cached.
 
+use abi_wire::ErrorCode;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -125,7 +126,7 @@ fn ready(status: Status) -> Result<(), CallError> {
         CallErrorKind::ModuleUnavailable,
         "MODULE_UNAVAILABLE: Provider is not ready",
     )
-    .with_code("MODULE_UNAVAILABLE"))
+    .with_code(ErrorCode::ModuleUnavailable.as_str()))
 }
 
 fn unix_now() -> f64 {

@@ -5,7 +5,9 @@
 //! to that conversation (the reference), and by every host's upkeep
 //! (`upkeep.rs`) as soon as the owner's lease ended.
 
-use abi_document_model::{Data, Datetime, Document, Value};
+use abi_document_model::{Data, Document, Value};
+use abi_wire::ErrorCode;
+use abi_wire::agents::field;
 use abi_wire::agents::is_terminal;
 use tracing::{info, warn};
 
@@ -23,8 +25,8 @@ pub(super) async fn acquire(
     invocation_key: &str,
 ) -> Result<Option<Document>, CallError> {
     let mut claim = Data::new();
-    claim.insert("invocation_key".into(), Value::from(invocation_key));
-    claim.insert("owner".into(), Value::from(shared.instance_id()));
+    claim.insert(field::INVOCATION_KEY.into(), Value::from(invocation_key));
+    claim.insert(field::OWNER.into(), Value::from(shared.instance_id()));
     for _ in 0..TRIES {
         match shared
             .documents()
@@ -63,7 +65,7 @@ pub(super) async fn release_if_absent(
     else {
         return Ok(true);
     };
-    let owner = record::text(&existing.data, "owner");
+    let owner = record::text(&existing.data, field::OWNER);
     if !owner_absent(shared, &owner, members).await {
         return Ok(false);
     }
@@ -90,7 +92,7 @@ pub(super) async fn release_if_absent(
     info!(owner = %owner, "released the conversation claim of an owner discovery no longer lists");
     fail_abandoned(
         shared,
-        &record::text(&existing.data, "invocation_key"),
+        &record::text(&existing.data, field::INVOCATION_KEY),
         &owner,
     )
     .await;
@@ -136,17 +138,10 @@ async fn fail_abandoned(shared: &Shared, invocation_key: &str, owner: &str) {
         return;
     }
     let mut data = existing.data;
-    data.insert("status".into(), Value::from("FAILED"));
-    data.insert("error_code".into(), Value::from("OWNER_GONE"));
-    data.insert(
-        "error_message".into(),
-        Value::from(format!(
-            "Owner {owner} left discovery; the conversation claim was released"
-        )),
-    );
-    data.insert(
-        "finished_at".into(),
-        Value::from(Datetime::now().isoformat()),
+    record::fail(
+        &mut data,
+        ErrorCode::OwnerGone,
+        format!("Owner {owner} left discovery; the conversation claim was released"),
     );
     // A conflict or a vanished record means someone else settled it.
     let _ = shared

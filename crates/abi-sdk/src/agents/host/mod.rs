@@ -26,6 +26,7 @@ mod submit;
 mod upkeep;
 mod view;
 
+use abi_wire::agents::RunStatus;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -314,7 +315,7 @@ impl AgentHost {
         shared.calls.close();
         shared.calls.wait().await;
         for run in shared.runs.all() {
-            run::cancel(shared, &run, "CANCELLED").await;
+            run::cancel(shared, &run, RunStatus::Cancelled).await;
         }
         shared.executing.close();
         shared.executing.wait().await;

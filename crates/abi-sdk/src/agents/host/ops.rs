@@ -7,7 +7,9 @@
 
 use abi_proto::agent::v1 as apb;
 use abi_proto::common::v1 as common;
+use abi_wire::ErrorCode;
 use abi_wire::agents::{self as wire, Operation, is_terminal};
+use abi_wire::agents::{RunStatus, field};
 use abi_wire::rpc::Reply;
 use async_nats::Message;
 use bytes::Bytes;
@@ -27,9 +29,9 @@ pub(super) struct Refusal {
 
 impl Refusal {
     /// `code` with the reference's `"CODE: message"` text.
-    pub(super) fn new(code: &str, message: &str) -> Self {
+    pub(super) fn new(code: ErrorCode, message: &str) -> Self {
         Self {
-            code: code.to_owned(),
+            code: code.as_str().to_owned(),
             message: format!("{code}: {message}"),
         }
     }
@@ -53,14 +55,15 @@ impl Refusal {
 impl From<CallError> for Refusal {
     fn from(e: CallError) -> Self {
         match (e.kind(), e.code()) {
-            (CallErrorKind::DocumentNotFound, _) => {
-                Refusal::plain("INVOCATION_NOT_FOUND", "Invocation not found")
-            }
+            (CallErrorKind::DocumentNotFound, _) => Refusal::plain(
+                ErrorCode::InvocationNotFound.as_str(),
+                "Invocation not found",
+            ),
             (_, Some(code)) => Refusal::plain(code, &format!("{code}: {}", e.message())),
             _ => {
                 error!(error = %e, "agent operation failed");
                 Refusal::plain(
-                    "UNAVAILABLE",
+                    ErrorCode::Unavailable.as_str(),
                     "Agent operation failed; reconcile submission by invocation ID",
                 )
             }
@@ -140,7 +143,7 @@ pub(super) async fn handle(
     let payload = if payload.len() > max_payload.min(wire::MAX_REPLY_BYTES) {
         refusal_bytes(
             op,
-            Refusal::new("PAYLOAD_TOO_LARGE", "Agent response exceeds limit"),
+            Refusal::new(ErrorCode::PayloadTooLarge, "Agent response exceeds limit"),
         )
     } else {
         payload
@@ -225,14 +228,17 @@ async fn answer(
     });
     if msg.payload.len() > wire::MAX_REQUEST_BYTES || overflow {
         return Err(Refusal::new(
-            "PAYLOAD_TOO_LARGE",
+            ErrorCode::PayloadTooLarge,
             "Agent request exceeds 128 KiB",
         ));
     }
     let (common, request) = decode(op, &msg.payload)
-        .map_err(|_| Refusal::plain("INVALID_ARGUMENT", "Malformed protobuf"))?;
+        .map_err(|_| Refusal::plain(ErrorCode::InvalidArgument.as_str(), "Malformed protobuf"))?;
     if !wire::is_invocation_id(&common.invocation_id) {
-        return Err(Refusal::new("INVALID_ARGUMENT", "Invalid invocation ID"));
+        return Err(Refusal::new(
+            ErrorCode::InvalidArgument,
+            "Invalid invocation ID",
+        ));
     }
     let token = msg
         .headers
@@ -243,7 +249,7 @@ async fn answer(
     let caller = auth::authorize(shared, name, &token, op == Operation::Submit).await?;
     if op != Operation::Event && common.output_format != wire::OUTPUT_FORMAT as u32 {
         return Err(Refusal::new(
-            "UPGRADE_REQUIRED",
+            ErrorCode::UpgradeRequired,
             "Agent output requires an SDK supporting output_format=2",
         ));
     }
@@ -255,11 +261,11 @@ async fn answer(
     let runs = &shared.collections.runs;
     let mut doc = shared.documents().get(runs, &key).await?;
     // Administrators may stop any run, never read another caller's output.
-    if record::text(&doc.data, "caller") != caller.identity
+    if record::text(&doc.data, field::CALLER) != caller.identity
         && !(caller.admin && op == Operation::Cancel)
     {
         return Err(Refusal::new(
-            "PERMISSION_DENIED",
+            ErrorCode::PermissionDenied,
             "Invocation belongs to another caller",
         ));
     }
@@ -267,8 +273,10 @@ async fn answer(
         Request::Event { sequence, part } => {
             let last = record::last_sequence(&doc.data);
             let seq = i64::try_from(sequence).unwrap_or(i64::MAX);
-            if seq > last || (sequence == 0 && record::status(&doc.data) != "SUCCEEDED") {
-                return Err(Refusal::new("NOT_FOUND", "Output is not committed"));
+            if seq > last
+                || (sequence == 0 && record::status(&doc.data) != RunStatus::Succeeded.as_str())
+            {
+                return Err(Refusal::new(ErrorCode::NotFound, "Output is not committed"));
             }
             let fragment = shared
                 .documents()
@@ -277,7 +285,7 @@ async fn answer(
                     &wire::part_id(&key, sequence, u64::from(part)),
                 )
                 .await?;
-            let data = match fragment.data.get("data") {
+            let data = match fragment.data.get(field::DATA) {
                 Some(abi_document_model::Value::Bytes(b)) => b.clone(),
                 Some(abi_document_model::Value::String(s)) => s.clone().into_bytes(),
                 _ => Vec::new(),
@@ -287,11 +295,11 @@ async fn answer(
         Request::Cancel if !is_terminal(&record::status(&doc.data)) => {
             let Some(live) = shared.runs.get(&key) else {
                 return Err(Refusal::new(
-                    "OWNER_UNAVAILABLE",
+                    ErrorCode::OwnerUnavailable,
                     "This process does not own execution; cancellation is not inferred from lease expiry",
                 ));
             };
-            run::cancel(shared, &live, "CANCELLED").await;
+            run::cancel(shared, &live, RunStatus::Cancelled).await;
             doc = shared.documents().get(runs, &key).await?;
         }
         _ => {}

@@ -5,6 +5,8 @@
 //! deadline and the idle timeout stop it the reference's way: the context's
 //! token first, `CANCELLING` saved, then the handler's future dropped.
 
+use abi_wire::ErrorCode;
+use abi_wire::agents::{RunStatus, field};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -107,7 +109,7 @@ pub(crate) struct Run {
     pub(crate) record: tokio::sync::Mutex<Stored>,
     watchers: Mutex<Vec<String>>,
     progress: Mutex<Instant>,
-    cancel_reason: Mutex<Option<&'static str>>,
+    cancel_reason: Mutex<Option<RunStatus>>,
     /// Cancelled to drop the handler's future.
     abort: CancellationToken,
     /// Cancelled when the run ended: the timers stop.
@@ -163,7 +165,7 @@ impl Run {
             .unwrap_or_default()
     }
 
-    fn reason(&self) -> Option<&'static str> {
+    fn reason(&self) -> Option<RunStatus> {
         self.cancel_reason.lock().ok().and_then(|r| *r)
     }
 }
@@ -188,7 +190,11 @@ impl From<CallError> for Stop {
     fn from(e: CallError) -> Self {
         // A store refusal carries its code; anything else the reference
         // reports as AGENT_FAILED (an exception that is no RPCError).
-        Stop::Failed(e.code().unwrap_or("AGENT_FAILED").to_owned())
+        Stop::Failed(
+            e.code()
+                .unwrap_or(ErrorCode::AgentFailed.as_str())
+                .to_owned(),
+        )
     }
 }
 
@@ -237,7 +243,7 @@ pub(crate) fn spawn(shared: &Arc<Shared>, run: Arc<Run>, start: Start) {
         shared.executing.spawn(async move {
             tokio::select! {
                 () = r.ended.cancelled() => {}
-                () = tokio::time::sleep(after) => cancel(&s, &r, "TIMED_OUT").await,
+                () = tokio::time::sleep(after) => cancel(&s, &r, RunStatus::TimedOut).await,
             }
         });
     }
@@ -251,7 +257,7 @@ async fn watch_progress(shared: &Shared, run: &Run) {
     loop {
         let remaining = shared.options.idle_timeout.saturating_sub(run.idle_for());
         if remaining.is_zero() {
-            cancel(shared, run, "TIMED_OUT").await;
+            cancel(shared, run, RunStatus::TimedOut).await;
             return;
         }
         tokio::select! {
@@ -264,7 +270,7 @@ async fn watch_progress(shared: &Shared, run: &Run) {
 /// Stops `run` for `reason` (`CANCELLED`, `TIMED_OUT`): the context's token,
 /// then `CANCELLING` saved, then the handler's future dropped. A run already
 /// ending, or stopped before, is left alone.
-pub(crate) async fn cancel(shared: &Shared, run: &Run, reason: &'static str) {
+pub(crate) async fn cancel(shared: &Shared, run: &Run, reason: RunStatus) {
     if run.ended.is_cancelled() || run.context.cancelled.is_cancelled() {
         return;
     }
@@ -276,7 +282,10 @@ pub(crate) async fn cancel(shared: &Shared, run: &Run, reason: &'static str) {
     }
     run.context.cancelled.cancel();
     let mut updates = Data::new();
-    updates.insert("status".into(), Value::from("CANCELLING"));
+    updates.insert(
+        field::STATUS.into(),
+        Value::from(RunStatus::Cancelling.as_str()),
+    );
     if let Err(err) = save(shared, run, updates).await {
         debug!(error = %err, "CANCELLING not saved");
     }
@@ -294,12 +303,12 @@ async fn execute(shared: &Shared, run: &Run, body: Body) {
     let finish = match outcome {
         Ok(()) => Ok(()),
         Err(Stop::Cancelled) => {
-            let reason = run.reason().unwrap_or("CANCELLED");
-            save(shared, run, terminal(reason, reason, STOPPED))
+            let reason = run.reason().unwrap_or(RunStatus::Cancelled);
+            save(shared, run, terminal(reason, reason.as_str(), STOPPED))
                 .await
                 .map_err(|e| e.to_string())
         }
-        Err(Stop::Failed(code)) => save(shared, run, terminal("FAILED", &code, FAILED))
+        Err(Stop::Failed(code)) => save(shared, run, terminal(RunStatus::Failed, &code, FAILED))
             .await
             .map_err(|e| e.to_string()),
     };
@@ -332,7 +341,7 @@ async fn execute(shared: &Shared, run: &Run, body: Body) {
             let stored = run.record.lock().await;
             (
                 record::status(&stored.data),
-                record::int(&stored.data, "last_sequence"),
+                record::int(&stored.data, field::LAST_SEQUENCE),
             )
         };
         push(
@@ -348,11 +357,11 @@ async fn execute(shared: &Shared, run: &Run, body: Body) {
     }
 }
 
-fn terminal(status: &str, code: &str, message: &str) -> Data {
+fn terminal(status: RunStatus, code: &str, message: &str) -> Data {
     let mut d = Data::new();
-    d.insert("status".into(), Value::from(status));
-    d.insert("error_code".into(), Value::from(code));
-    d.insert("error_message".into(), Value::from(message));
+    d.insert(field::STATUS.into(), Value::from(status.as_str()));
+    d.insert(field::ERROR_CODE.into(), Value::from(code));
+    d.insert(field::ERROR_MESSAGE.into(), Value::from(message));
     d
 }
 
@@ -363,7 +372,7 @@ async fn perform(shared: &Shared, run: &Run, body: Body) -> Result<(), Stop> {
             while let Some(item) = stream.next().await {
                 let event = item.map_err(handler_failure)?;
                 if done {
-                    return Err(Stop::Failed("INVALID_STREAM".into()));
+                    return Err(Stop::Failed(ErrorCode::InvalidStream.as_str().into()));
                 }
                 event_committed(shared, run, &event).await?;
                 if event.event == wire::MESSAGE_EVENT {
@@ -388,14 +397,20 @@ async fn perform(shared: &Shared, run: &Run, body: Body) -> Result<(), Stop> {
     };
     let parts = store_output(shared, run, 0, &result).await?;
     let mut updates = Data::new();
-    updates.insert("status".into(), Value::from("SUCCEEDED"));
-    updates.insert("result_parts".into(), Value::Int(parts));
+    updates.insert(
+        field::STATUS.into(),
+        Value::from(RunStatus::Succeeded.as_str()),
+    );
+    updates.insert(field::RESULT_PARTS.into(), Value::Int(parts));
     save(shared, run, updates).await
 }
 
 fn handler_failure(e: crate::agents::handler::HandlerError) -> Stop {
     warn!(error = %e.message, "agent handler failed");
-    Stop::Failed(e.code.unwrap_or_else(|| "AGENT_FAILED".into()))
+    Stop::Failed(
+        e.code
+            .unwrap_or_else(|| ErrorCode::AgentFailed.as_str().into()),
+    )
 }
 
 /// Merges `updates` into the record, compare-and-swap on the version this
@@ -403,24 +418,28 @@ fn handler_failure(e: crate::agents::handler::HandlerError) -> Stop {
 async fn save(shared: &Shared, run: &Run, updates: Data) -> Result<(), Stop> {
     let mut stored = run.record.lock().await;
     let status = updates
-        .contains_key("status")
+        .contains_key(field::STATUS)
         .then(|| record::status(&updates));
-    if status.as_deref() == Some("CANCELLING") && is_terminal(&record::status(&stored.data)) {
+    if status.as_deref() == Some(RunStatus::Cancelling.as_str())
+        && is_terminal(&record::status(&stored.data))
+    {
         return Ok(());
     }
-    if status.as_deref() == Some("SUCCEEDED") && run.context.cancelled.is_cancelled() {
+    if status.as_deref() == Some(RunStatus::Succeeded.as_str())
+        && run.context.cancelled.is_cancelled()
+    {
         return Err(Stop::Cancelled);
     }
     let mut candidate = stored.data.clone();
     candidate.extend(updates);
-    if status.as_deref().is_some_and(is_terminal) && !candidate.contains_key("finished_at") {
+    if status.as_deref().is_some_and(is_terminal) && !candidate.contains_key(field::FINISHED_AT) {
         candidate.insert(
-            "finished_at".into(),
+            field::FINISHED_AT.into(),
             Value::from(Datetime::now().isoformat()),
         );
     }
     if record::json_size(&candidate) > wire::MAX_RECORD_BYTES {
-        return Err(Stop::Failed("OUTPUT_LIMIT".into()));
+        return Err(Stop::Failed(ErrorCode::OutputLimit.as_str().into()));
     }
     let doc = shared
         .documents()
@@ -447,7 +466,7 @@ async fn store_output(shared: &Shared, run: &Run, sequence: u64, text: &str) -> 
     };
     for (part, chunk) in chunks.iter().enumerate() {
         let mut data = Data::new();
-        data.insert("data".into(), Value::Bytes(chunk.to_vec()));
+        data.insert(field::DATA.into(), Value::Bytes(chunk.to_vec()));
         shared
             .documents()
             .put(
@@ -476,7 +495,7 @@ async fn invoke_committed(shared: &Shared, run: &Run, result: String) -> Result<
     }
     let last = {
         let stored = run.record.lock().await;
-        u64::try_from(record::int(&stored.data, "last_sequence")).unwrap_or(0)
+        u64::try_from(record::int(&stored.data, field::LAST_SEQUENCE)).unwrap_or(0)
     };
     let message = AgentEvent::message(result);
     let done = AgentEvent::new(wire::DONE_EVENT, wire::DONE_DATA);
@@ -486,9 +505,12 @@ async fn invoke_committed(shared: &Shared, run: &Run, result: String) -> Result<
         store_output(shared, run, 0, &message.data),
     )?;
     let mut updates = Data::new();
-    updates.insert("last_sequence".into(), Value::Int((last + 2) as i64));
-    updates.insert("status".into(), Value::from("SUCCEEDED"));
-    updates.insert("result_parts".into(), Value::Int(result_parts));
+    updates.insert(field::LAST_SEQUENCE.into(), Value::Int((last + 2) as i64));
+    updates.insert(
+        field::STATUS.into(),
+        Value::from(RunStatus::Succeeded.as_str()),
+    );
+    updates.insert(field::RESULT_PARTS.into(), Value::Int(result_parts));
     save(shared, run, updates).await?;
     run.touch();
     push_event(shared, run, last + 1, &message, message_parts).await;
@@ -503,12 +525,12 @@ async fn event_committed(shared: &Shared, run: &Run, event: &AgentEvent) -> Resu
     }
     let sequence = {
         let stored = run.record.lock().await;
-        u64::try_from(record::int(&stored.data, "last_sequence")).unwrap_or(0) + 1
+        u64::try_from(record::int(&stored.data, field::LAST_SEQUENCE)).unwrap_or(0) + 1
     };
     let parts = event_documents(shared, run, sequence, event).await?;
     // The cursor moves only after every immutable fragment committed.
     let mut updates = Data::new();
-    updates.insert("last_sequence".into(), Value::Int(sequence as i64));
+    updates.insert(field::LAST_SEQUENCE.into(), Value::Int(sequence as i64));
     save(shared, run, updates).await?;
     run.touch();
     push_event(shared, run, sequence, event, parts).await;
@@ -524,14 +546,14 @@ async fn event_documents(
     event: &AgentEvent,
 ) -> Result<i64, Stop> {
     if event.event.chars().count() > wire::MAX_EVENT_NAME_CHARS {
-        return Err(Stop::Failed("INVALID_STREAM".into()));
+        return Err(Stop::Failed(ErrorCode::InvalidStream.as_str().into()));
     }
     let parts = store_output(shared, run, sequence, &event.data).await?;
     let mut manifest = Data::new();
-    manifest.insert("event".into(), Value::from(event.event.as_str()));
-    manifest.insert("parts".into(), Value::Int(parts));
+    manifest.insert(field::EVENT.into(), Value::from(event.event.as_str()));
+    manifest.insert(field::PARTS.into(), Value::Int(parts));
     if event.chat_source == Some(false) {
-        manifest.insert("chat_source".into(), Value::Bool(false));
+        manifest.insert(field::CHAT_SOURCE.into(), Value::Bool(false));
     }
     shared
         .documents()

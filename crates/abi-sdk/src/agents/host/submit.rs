@@ -2,6 +2,8 @@
 //! the conversation's claim is create-only in the store), never behind one
 //! process-wide lock.
 
+use abi_wire::ErrorCode;
+use abi_wire::agents::{RunStatus, field};
 use std::sync::Arc;
 
 use abi_document_model::{Data, Datetime, Document, Value};
@@ -30,13 +32,13 @@ pub(super) async fn submit(
         || req.deadline_seconds > wire::MAX_DEADLINE_SECS
     {
         return Err(Refusal::new(
-            "INVALID_ARGUMENT",
+            ErrorCode::InvalidArgument,
             "Invalid thread, prompt, mode or deadline",
         ));
     }
     if !req.updates_inbox.is_empty() && !wire::is_updates_inbox(&req.updates_inbox) {
         return Err(Refusal::new(
-            "INVALID_ARGUMENT",
+            ErrorCode::InvalidArgument,
             "Updates go to an inbox subject only",
         ));
     }
@@ -50,15 +52,15 @@ pub(super) async fn submit(
     let _turn = shared.submits.lock(key).await;
     let runs = &shared.collections.runs;
     if let Some(existing) = shared.documents().try_get(runs, key).await? {
-        if record::text(&existing.data, "caller") != caller {
+        if record::text(&existing.data, field::CALLER) != caller {
             return Err(Refusal::new(
-                "PERMISSION_DENIED",
+                ErrorCode::PermissionDenied,
                 "Invocation belongs to another caller",
             ));
         }
-        if record::text(&existing.data, "fingerprint") != fingerprint {
+        if record::text(&existing.data, field::FINGERPRINT) != fingerprint {
             return Err(Refusal::new(
-                "INVOCATION_CONFLICT",
+                ErrorCode::InvocationConflict,
                 "Invocation ID reused with different input",
             ));
         }
@@ -74,7 +76,7 @@ pub(super) async fn submit(
     };
     let Some(_reservation) = reservation else {
         return Err(Refusal::new(
-            "AGENT_BUSY",
+            ErrorCode::AgentBusy,
             "Provider is draining or at execution capacity",
         ));
     };
@@ -87,11 +89,11 @@ pub(super) async fn submit(
         Ok(doc) => doc,
         Err(e) if e.kind() == CallErrorKind::VersionConflict => {
             let existing = shared.documents().get(runs, key).await?;
-            if record::text(&existing.data, "caller") != caller
-                || record::text(&existing.data, "fingerprint") != fingerprint
+            if record::text(&existing.data, field::CALLER) != caller
+                || record::text(&existing.data, field::FINGERPRINT) != fingerprint
             {
                 return Err(Refusal::new(
-                    "INVOCATION_CONFLICT",
+                    ErrorCode::InvocationConflict,
                     "Invocation ID already exists with different input",
                 ));
             }
@@ -101,22 +103,20 @@ pub(super) async fn submit(
     };
     let claim_key = wire::claim_key(name, caller, &req.thread_id);
     let Some(claim) = claims::acquire(shared, &claim_key, key).await? else {
-        data.insert("status".into(), Value::from("FAILED"));
-        data.insert("error_code".into(), Value::from("CONVERSATION_BUSY"));
-        data.insert(
-            "error_message".into(),
-            Value::from("Conversation has an active or unresolved execution claim"),
-        );
-        data.insert(
-            "finished_at".into(),
-            Value::from(Datetime::now().isoformat()),
+        record::fail(
+            &mut data,
+            ErrorCode::ConversationBusy,
+            "Conversation has an active or unresolved execution claim",
         );
         return Ok(shared
             .documents()
             .put(runs, key, data, Some(doc.version))
             .await?);
     };
-    data.insert("status".into(), Value::from("RUNNING"));
+    data.insert(
+        field::STATUS.into(),
+        Value::from(RunStatus::Running.as_str()),
+    );
     let doc = shared
         .documents()
         .put(runs, key, data.clone(), Some(doc.version))
@@ -169,24 +169,24 @@ fn accepted(
     let text = |d: &mut Data, k: &str, v: &str| {
         d.insert(k.into(), Value::from(v));
     };
-    text(&mut d, "agent_name", name);
-    text(&mut d, "invocation_id", &req.invocation_id);
-    text(&mut d, "thread_id", &req.thread_id);
-    text(&mut d, "caller", caller);
-    text(&mut d, "fingerprint", fingerprint);
-    text(&mut d, "owner", shared.instance_id());
-    text(&mut d, "status", "ACCEPTED");
-    d.insert("events".into(), Value::List(Vec::new()));
+    text(&mut d, field::AGENT_NAME, name);
+    text(&mut d, field::INVOCATION_ID, &req.invocation_id);
+    text(&mut d, field::THREAD_ID, &req.thread_id);
+    text(&mut d, field::CALLER, caller);
+    text(&mut d, field::FINGERPRINT, fingerprint);
+    text(&mut d, field::OWNER, shared.instance_id());
+    text(&mut d, field::STATUS, RunStatus::Accepted.as_str());
+    d.insert(field::EVENTS.into(), Value::List(Vec::new()));
     d.insert(
-        "output_format".into(),
+        field::OUTPUT_FORMAT.into(),
         Value::Int(i64::from(wire::OUTPUT_FORMAT)),
     );
-    d.insert("last_sequence".into(), Value::Int(0));
-    d.insert("result_parts".into(), Value::Int(0));
-    text(&mut d, "result", "");
-    text(&mut d, "error_code", "");
-    text(&mut d, "error_message", "");
-    text(&mut d, "submitted_at", &Datetime::now().isoformat());
-    text(&mut d, "trace_id", "");
+    d.insert(field::LAST_SEQUENCE.into(), Value::Int(0));
+    d.insert(field::RESULT_PARTS.into(), Value::Int(0));
+    text(&mut d, field::RESULT, "");
+    text(&mut d, field::ERROR_CODE, "");
+    text(&mut d, field::ERROR_MESSAGE, "");
+    text(&mut d, field::SUBMITTED_AT, &Datetime::now().isoformat());
+    text(&mut d, field::TRACE_ID, "");
     d
 }

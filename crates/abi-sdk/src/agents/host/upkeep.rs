@@ -5,6 +5,7 @@
 //! and finished records older than the retention's `max_age` go with their
 //! event fragments and manifests.
 
+use abi_wire::agents::field;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,7 +76,7 @@ async fn release_dead_owners(shared: &Shared) -> Result<usize, AgentHostError> {
     let mut absent = Vec::new();
     while let Some(claim) = all.next().await {
         let claim = claim?;
-        let owner = record::text(&claim.data, "owner");
+        let owner = record::text(&claim.data, field::OWNER);
         if owner != shared.instance_id() && !members.contains(&owner) {
             absent.push(claim.id);
         }
@@ -95,7 +96,7 @@ async fn prune(shared: &Shared, retention: &AgentRetention) -> Result<usize, Age
         .unwrap_or(now)
         .isoformat();
     let query = FindQuery {
-        where_: vec![Predicate::new("finished_at", "lt", cutoff.as_str())],
+        where_: vec![Predicate::new(field::FINISHED_AT, "lt", cutoff.as_str())],
         limit: i64::try_from(retention.batch.clamp(1, 1000)).unwrap_or(200),
         ..Default::default()
     };
@@ -110,7 +111,7 @@ async fn prune(shared: &Shared, retention: &AgentRetention) -> Result<usize, Age
         let last = u64::try_from(record::last_sequence(&doc.data)).unwrap_or(0);
         for sequence in 0..=last {
             let parts = if sequence == 0 {
-                record::int(&doc.data, "result_parts")
+                record::int(&doc.data, field::RESULT_PARTS)
             } else {
                 match docs
                     .try_get(
@@ -119,7 +120,7 @@ async fn prune(shared: &Shared, retention: &AgentRetention) -> Result<usize, Age
                     )
                     .await?
                 {
-                    Some(m) => record::int(&m.data, "parts"),
+                    Some(m) => record::int(&m.data, field::PARTS),
                     None => 0,
                 }
             };

@@ -3,6 +3,7 @@
 //! and whether its owner is still registered (discovery's membership,
 //! cached 1 s).
 
+use abi_wire::agents::field;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
@@ -54,11 +55,11 @@ pub(super) async fn view(
     let members = shared.membership.current(shared).await?;
     let last = u64::try_from(record::last_sequence(data)).unwrap_or(0);
     let key = wire::invocation_key(
-        &record::text(data, "agent_name"),
-        &record::text(data, "invocation_id"),
+        &record::text(data, field::AGENT_NAME),
+        &record::text(data, field::INVOCATION_ID),
     );
     let mut events = Vec::new();
-    if record::int(data, "output_format") == i64::from(wire::OUTPUT_FORMAT) {
+    if record::int(data, field::OUTPUT_FORMAT) == i64::from(wire::OUTPUT_FORMAT) {
         let first = after + 1;
         let end = last.min(after.saturating_add(wire::MAX_VIEW_EVENTS as u64));
         for sequence in first..=end {
@@ -73,10 +74,10 @@ pub(super) async fn view(
                 sequence,
                 &manifest.data,
                 String::new(),
-                record::int(&manifest.data, "parts"),
+                record::int(&manifest.data, field::PARTS),
             ));
         }
-    } else if let Some(Value::List(stored)) = data.get("events") {
+    } else if let Some(Value::List(stored)) = data.get(field::EVENTS) {
         // A record of the first output format keeps its events inline.
         for (i, e) in stored
             .iter()
@@ -85,7 +86,7 @@ pub(super) async fn view(
             .take(wire::MAX_VIEW_EVENTS)
         {
             if let Value::Object(e) = e {
-                events.push(event(i as u64 + 1, e, record::text(e, "data"), 0));
+                events.push(event(i as u64 + 1, e, record::text(e, field::DATA), 0));
             }
         }
     }
@@ -95,28 +96,28 @@ pub(super) async fn view(
     } else {
         status
     };
-    let owner = record::text(data, "owner");
+    let owner = record::text(data, field::OWNER);
     Ok(apb::Invocation {
-        invocation_id: record::text(data, "invocation_id"),
-        thread_id: record::text(data, "thread_id"),
+        invocation_id: record::text(data, field::INVOCATION_ID),
+        thread_id: record::text(data, field::THREAD_ID),
         status: shown,
-        result: record::text(data, "result"),
-        error_code: record::text(data, "error_code"),
-        error_message: record::text(data, "error_message"),
+        result: record::text(data, field::RESULT),
+        error_code: record::text(data, field::ERROR_CODE),
+        error_message: record::text(data, field::ERROR_MESSAGE),
         owner_available: members.contains(&owner),
         owner_instance_id: owner,
         events,
         last_sequence: last,
-        result_parts: u32::try_from(record::int(data, "result_parts")).unwrap_or(0),
+        result_parts: u32::try_from(record::int(data, field::RESULT_PARTS)).unwrap_or(0),
     })
 }
 
 fn event(sequence: u64, stored: &Data, data: String, parts: i64) -> apb::AgentEvent {
     apb::AgentEvent {
         sequence,
-        event: record::text(stored, "event"),
+        event: record::text(stored, field::EVENT),
         data,
         parts: u32::try_from(parts).unwrap_or(0),
-        chat_source: (stored.get("chat_source") == Some(&Value::Bool(false))).then_some(false),
+        chat_source: (stored.get(field::CHAT_SOURCE) == Some(&Value::Bool(false))).then_some(false),
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abi_document_model::{Data, Datetime, Document, Value};
-use abi_wire::jobs::{self as wire, field};
+use abi_wire::jobs::{self as wire, Ack, RunStatus, field};
 use async_nats::jetstream::Message;
 use bytes::Bytes;
 use tracing::{debug, error, info, warn};
@@ -28,15 +28,15 @@ use crate::jobs::time::{fired_at, iso_after, now_iso};
 /// The error a handed-back run's record shows until it runs again.
 pub const HANDED_BACK: &str = "Handed back by host shutdown";
 
-/// Publishes an acknowledgement body (nats-py's bytes) to the delivery's reply.
-pub(super) async fn reply(shared: &Shared, msg: &Message, body: &[u8]) {
+/// Answers a delivery (nats-py's bytes for `ack`).
+pub(super) async fn reply(shared: &Shared, msg: &Message, ack: Ack) {
     let Some(reply) = &msg.reply else {
         return;
     };
     if let Err(err) = shared
         .links
         .nats
-        .publish(reply.clone(), Bytes::copy_from_slice(body))
+        .publish(reply.clone(), Bytes::copy_from_slice(&ack.body()))
         .await
     {
         warn!(error = %err, "could not acknowledge a job delivery");
@@ -45,7 +45,7 @@ pub(super) async fn reply(shared: &Shared, msg: &Message, body: &[u8]) {
 
 /// A trigger fetched while the host stops: redeliver it now, elsewhere.
 pub(super) async fn hand_back_unstarted(shared: &Shared, msg: &Message) {
-    reply(shared, msg, wire::NAK).await;
+    reply(shared, msg, Ack::Nak(None)).await;
 }
 
 fn backoff(shared: &Shared, attempt: u32) -> Duration {
@@ -189,10 +189,12 @@ pub(super) async fn handle_at(
             facts,
         ) {
             Decision::Start { attempt, replace } => (attempt, replace),
-            Decision::Retire(status) => return retire(shared, &msg, &status).await,
+            Decision::Retire(status) => {
+                return reply(shared, &msg, machine::retire_ack(status)).await;
+            }
             Decision::Exhausted => {
                 warn!(run_id = %run_id, delivery, "job run used its attempts; dropping the delivery");
-                return reply(shared, &msg, wire::TERM).await;
+                return reply(shared, &msg, Ack::Term).await;
             }
             Decision::AwaitOwner { wait } => return await_owner(shared, &msg, &run_id, wait).await,
         };
@@ -202,18 +204,15 @@ pub(super) async fn handle_at(
             assumed,
             attempt,
         };
-        let step = run_attempt(
-            shared,
-            job,
-            &msg,
-            start,
-            &run_id,
-            &fired,
+        let delivered = Delivered {
+            msg: &msg,
+            run_id: &run_id,
+            fired: &fired,
             sequence,
             stored_nanos,
             delivery,
-        )
-        .await;
+        };
+        let step = run_attempt(shared, job, delivered, start).await;
         match step {
             Step::Done => return,
             Step::Reread => {
@@ -222,6 +221,20 @@ pub(super) async fn handle_at(
             }
         }
     }
+}
+
+/// The delivery an attempt answers: its run, when it was stored, how many
+/// times it came.
+#[derive(Clone, Copy)]
+struct Delivered<'a> {
+    msg: &'a Message,
+    run_id: &'a str,
+    /// The trigger's `fired_at`.
+    fired: &'a str,
+    sequence: u64,
+    stored_nanos: i128,
+    /// The broker's delivery count, from 1.
+    delivery: u32,
 }
 
 /// How an attempt starts: over which record, as which attempt.
@@ -236,18 +249,20 @@ struct Start<'a> {
     attempt: i64,
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn run_attempt(
     shared: &Arc<Shared>,
     job: &Arc<Job>,
-    msg: &Message,
+    delivered: Delivered<'_>,
     start: Start<'_>,
-    run_id: &str,
-    fired: &str,
-    sequence: u64,
-    stored_nanos: i128,
-    delivery: u32,
 ) -> Step {
+    let Delivered {
+        msg,
+        run_id,
+        fired,
+        sequence,
+        stored_nanos,
+        delivery,
+    } = delivered;
     let Start {
         existing,
         replace,
@@ -259,13 +274,13 @@ async fn run_attempt(
         |err: &crate::CallError| assumed && err.kind() == crate::CallErrorKind::VersionConflict;
     let mut trigger = serde_json::Map::new();
     trigger.insert(
-        "kind".into(),
+        field::TRIGGER_KIND.into(),
         header(msg, wire::TRIGGER_HEADER)
-            .unwrap_or_else(|| "manual".into())
+            .unwrap_or_else(|| wire::MANUAL_TRIGGER.into())
             .into(),
     );
     if let Some(scheduler) = header(msg, wire::SCHEDULER_HEADER) {
-        trigger.insert("scheduler".into(), scheduler.into());
+        trigger.insert(field::TRIGGER_SCHEDULER.into(), scheduler.into());
     }
     let trigger = serde_json::Value::Object(trigger);
     let payload = match super::payload::read(shared, msg).await {
@@ -294,7 +309,7 @@ async fn run_attempt(
     put(field::JOB, job.spec.name().into());
     put(field::RUN_ID, run_id.into());
     put(field::MODULE_ID, shared.module_id.as_str().into());
-    put(field::STATUS, wire::RUNNING.into());
+    put(field::STATUS, RunStatus::Running.as_str().into());
     put(field::ATTEMPT, Value::Int(attempt));
     put(
         field::MAX_ATTEMPTS,
@@ -312,7 +327,7 @@ async fn run_attempt(
     put(field::HEARTBEAT_AT, now_iso().into());
     put(field::TRACE_ID, "".into());
     put(field::ERROR, "".into());
-    if job.spec.coalesces_ticks() && trigger["kind"] == wire::SCHEDULE_TRIGGER {
+    if job.spec.coalesces_ticks() && trigger[field::TRIGGER_KIND] == wire::SCHEDULE_TRIGGER {
         match super::coalesce::overlapping(shared, job.spec.name(), run_id, fired).await {
             Ok(Some(other)) => {
                 let fields = super::coalesce::skipped(fields, attempt - 1, &other);
@@ -325,8 +340,8 @@ async fn run_attempt(
                     }
                 }
                 info!(run_id = %run_id, other = %other, "schedule tick coalesced into a run still going");
-                notify(shared, job, run_id, wire::SKIPPED).await;
-                reply(shared, msg, wire::ACK).await;
+                notify(shared, job, run_id, RunStatus::Skipped.as_str()).await;
+                reply(shared, msg, Ack::Ack).await;
                 return Step::Done;
             }
             Ok(None) => {}
@@ -361,7 +376,7 @@ async fn run_attempt(
         }
         Outcome::HandBack => {
             let mut fields = Data::new();
-            fields.insert(field::STATUS.into(), wire::RETRYING.into());
+            fields.insert(field::STATUS.into(), RunStatus::Retrying.as_str().into());
             fields.insert(field::ATTEMPT.into(), Value::Int(attempt - 1));
             fields.insert(field::ERROR.into(), HANDED_BACK.into());
             fields.insert(field::RETRY_AT.into(), now_iso().into());
@@ -372,7 +387,7 @@ async fn run_attempt(
                 fields.insert(super::retry::OWNER.into(), "".into());
             }
             match record::save(shared, run_id, &fields, &mut fence).await {
-                Ok(Saved::Written) => reply(shared, msg, wire::NAK).await,
+                Ok(Saved::Written) => reply(shared, msg, Ack::Nak(None)).await,
                 Ok(Saved::Fenced) => {}
                 // The record still shows this attempt RUNNING: the redelivery
                 // after the ack wait counts it (the reference's behaviour).
@@ -388,13 +403,15 @@ async fn run_attempt(
             finish(
                 shared,
                 job,
-                msg,
-                &cx,
-                run_id,
-                &mut fence,
-                attempt_u32,
-                sequence,
-                stored_nanos,
+                Attempt {
+                    msg,
+                    cx: &cx,
+                    run_id,
+                    fence: &mut fence,
+                    attempt: attempt_u32,
+                    sequence,
+                    stored_nanos,
+                },
                 status,
                 error,
                 retryable,
@@ -423,54 +440,66 @@ fn result_value(value: &serde_json::Value) -> Value {
     to_doc(value)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn finish(
-    shared: &Arc<Shared>,
-    job: &Arc<Job>,
-    msg: &Message,
-    cx: &JobContext,
-    run_id: &str,
-    fence: &mut Fence,
+/// Where an attempt runs: its delivery, context, record and fence.
+struct Attempt<'a> {
+    msg: &'a Message,
+    cx: &'a JobContext,
+    run_id: &'a str,
+    fence: &'a mut Fence,
     attempt: u32,
     sequence: u64,
     stored_nanos: i128,
-    status: &'static str,
-    mut error: String,
+}
+
+/// Records what an ended attempt becomes ([`machine::on_outcome`]), then
+/// answers its delivery (and schedules the retry, if one).
+async fn finish(
+    shared: &Arc<Shared>,
+    job: &Arc<Job>,
+    at: Attempt<'_>,
+    status: RunStatus,
+    error: String,
     retryable: bool,
     result: Option<serde_json::Value>,
 ) {
-    let mut status = status;
-    if !matches!(status, wire::SUCCEEDED | wire::SKIPPED | wire::CANCELLED)
-        && attempt < job.spec.attempts()
-        && retryable
-    {
-        status = wire::RETRYING;
-    }
+    let Attempt {
+        msg,
+        cx,
+        run_id,
+        fence,
+        attempt,
+        sequence,
+        stored_nanos,
+    } = at;
     let retry_delay = backoff(shared, attempt);
-    if status == wire::RETRYING && expires_within(msg, stored_nanos, retry_delay) {
-        status = wire::FAILED;
-        error = format!("Trigger expired before it could be retried; {error}");
-    }
+    let becomes = machine::on_outcome(machine::Ended {
+        status,
+        error,
+        retryable,
+        attempt,
+        max_attempts: job.spec.attempts(),
+        expires_before_retry: expires_within(msg, stored_nanos, retry_delay),
+    });
+    let (status, error) = (becomes.status, becomes.error);
     let mut fields = Data::new();
-    fields.insert(field::STATUS.into(), status.into());
+    fields.insert(field::STATUS.into(), status.as_str().into());
     fields.insert(field::LOGS.into(), logs(cx));
     fields.insert(field::ERROR.into(), error.into());
-    if status == wire::RETRYING {
+    if status == RunStatus::Retrying {
         fields.insert(field::RETRY_AT.into(), iso_after(retry_delay).into());
         fields.insert(
             super::retry::OWNER.into(),
             shared.links.instance_id.as_str().into(),
         );
     }
-    let terminal = wire::TERMINAL_STATUSES.contains(&status);
-    if terminal {
+    if status.is_terminal() {
         fields.insert(field::FINISHED_AT.into(), now_iso().into());
     }
-    if matches!(status, wire::SUCCEEDED | wire::SKIPPED) {
+    if matches!(status, RunStatus::Succeeded | RunStatus::Skipped) {
         let value = result.unwrap_or(serde_json::Value::Null);
         fields.insert(field::RESULT.into(), result_value(&value));
     }
-    if status == wire::SKIPPED {
+    if status == RunStatus::Skipped {
         fields.insert(
             field::SKIP_REASON.into(),
             cx.skipped().unwrap_or_default().into(),
@@ -490,21 +519,17 @@ async fn finish(
                 if shared.closing.is_cancelled() {
                     return;
                 }
-                reply(shared, msg, wire::IN_PROGRESS).await;
+                reply(shared, msg, Ack::Progress).await;
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }
     }
-    if terminal {
-        notify(shared, job, run_id, status).await;
+    if status.is_terminal() {
+        notify(shared, job, run_id, status.as_str()).await;
     }
-    if status == wire::RETRYING {
-        // Acknowledged, not nak'ed with the delay: a nak'ed trigger stays
-        // pending and holds a `max_ack_pending` slot through the backoff.
-        reply(shared, msg, wire::ACK).await;
+    reply(shared, msg, becomes.ack).await;
+    if status == RunStatus::Retrying {
         super::retry::schedule(shared, job, run_id, sequence, retry_delay);
-    } else {
-        retire(shared, msg, status).await;
     }
 }
 
@@ -521,16 +546,6 @@ pub(super) async fn notify(shared: &Shared, job: &Job, run_id: &str, status: &st
     }
 }
 
-/// Acks a run that ended well, terms the others.
-async fn retire(shared: &Shared, msg: &Message, status: &str) {
-    let body = if matches!(status, wire::SUCCEEDED | wire::SKIPPED | wire::CANCELLED) {
-        wire::ACK
-    } else {
-        wire::TERM
-    };
-    reply(shared, msg, body).await;
-}
-
 /// A live owner runs the run (another host, or this one): the delivery
 /// starts nothing and comes again after `wait`, by when the owner finished
 /// (the record retires it) or stopped heartbeating (it is taken over).
@@ -541,7 +556,7 @@ async fn await_owner(shared: &Shared, msg: &Message, run_id: &str, wait: Duratio
         return;
     }
     info!(run_id = %run_id, wait_ms = wait.as_millis() as u64, "job run is running under a live owner; its duplicate delivery waits");
-    reply(shared, msg, &wire::nak_with_delay(wait)).await;
+    reply(shared, msg, Ack::Nak(Some(wait))).await;
 }
 
 /// The record could not be read or written: redeliver later, using no attempt.
@@ -570,7 +585,7 @@ async fn later(
     delay: Duration,
 ) {
     if msg.reply.is_some() {
-        reply(shared, msg, &wire::nak_with_delay(delay)).await;
+        reply(shared, msg, Ack::Nak(Some(delay))).await;
     } else {
         super::retry::schedule(shared, job, run_id, sequence, delay);
     }

@@ -1,7 +1,8 @@
 //! What a delivery does, decided from what it knows: the run record it read
 //! (or none), the job's attempts, whether this host runs the run right now,
-//! and the clock. Pure: no I/O, so every case is a row in a table test; the
-//! driver (`delivery.rs`) carries the decision out.
+//! and the clock; and what an ended attempt becomes (its status, a retry,
+//! the delivery's acknowledgement). Pure: no I/O, so every case is a row in
+//! a table test; the driver (`delivery.rs`) carries the decision out.
 //!
 //! One departure from the reference's `_handle_delivery`: a record RUNNING
 //! under an owner that heartbeat within the ack wait (or under this very
@@ -15,7 +16,7 @@
 use std::time::Duration;
 
 use abi_document_model::{Data, Datetime, Value};
-use abi_wire::jobs::{self as wire, field};
+use abi_wire::jobs::{Ack, RunStatus, field};
 
 /// The shortest wait before a delivery held back by a live owner comes again.
 pub(super) const MIN_OWNER_WAIT: Duration = Duration::from_secs(1);
@@ -39,8 +40,8 @@ pub(super) struct Facts<'a> {
 /// What to do with a delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Decision {
-    /// The run ended: ack (`SUCCEEDED`, `SKIPPED`, `CANCELLED`) or term the trigger.
-    Retire(String),
+    /// The run ended: answer the delivery with [`retire_ack`] of its status.
+    Retire(RunStatus),
     /// Its last attempt started and never ended: term the delivery (the
     /// reaper fails the run once its heartbeats stop).
     Exhausted,
@@ -93,11 +94,11 @@ pub(super) fn on_delivery(record: Option<&Data>, facts: Facts<'_>) -> Decision {
             replace: true,
         };
     }
-    let status = text(data, field::STATUS);
-    if wire::TERMINAL_STATUSES.contains(&status) {
-        return Decision::Retire(status.to_owned());
+    let status = RunStatus::parse(text(data, field::STATUS));
+    if let Some(ended) = status.filter(|s| s.is_terminal()) {
+        return Decision::Retire(ended);
     }
-    if status == wire::RUNNING {
+    if status == Some(RunStatus::Running) {
         if facts.running_here {
             return Decision::AwaitOwner {
                 wait: facts.owner_fresh_for.max(MIN_OWNER_WAIT),
@@ -125,10 +126,89 @@ pub(super) fn on_delivery(record: Option<&Data>, facts: Facts<'_>) -> Decision {
     }
 }
 
+/// The delivery of a run that ended: acked when it ended well
+/// (`SUCCEEDED`, `SKIPPED`, `CANCELLED`), termed otherwise.
+pub(super) fn retire_ack(status: RunStatus) -> Ack {
+    if ended_well(status) {
+        Ack::Ack
+    } else {
+        Ack::Term
+    }
+}
+
+fn ended_well(status: RunStatus) -> bool {
+    matches!(
+        status,
+        RunStatus::Succeeded | RunStatus::Skipped | RunStatus::Cancelled
+    )
+}
+
+/// How an attempt ended, as its supervisor saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Ended {
+    /// The attempt's own status (`SUCCEEDED`, `SKIPPED`, `FAILED`,
+    /// `TIMED_OUT`, `CANCELLED`).
+    pub(super) status: RunStatus,
+    /// The handler's error, empty when none.
+    pub(super) error: String,
+    /// Whether another attempt may fix it.
+    pub(super) retryable: bool,
+    /// The attempt, from 1.
+    pub(super) attempt: u32,
+    /// The job's `max_attempts`.
+    pub(super) max_attempts: u32,
+    /// Whether the trigger expires before the retry's backoff ends.
+    pub(super) expires_before_retry: bool,
+}
+
+/// What an ended attempt becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Becomes {
+    /// The run's status.
+    pub(super) status: RunStatus,
+    /// The record's error.
+    pub(super) error: String,
+    /// The answer to the delivery once the record is saved. A retry is
+    /// acked, not nak'ed with its delay: a nak'ed trigger stays pending and
+    /// holds a `max_ack_pending` slot through the backoff (the driver
+    /// re-drives it from the stream).
+    pub(super) ack: Ack,
+}
+
+/// Decides what an ended attempt becomes: another attempt while attempts
+/// are left and the failure is retryable (unless the trigger would expire
+/// first), else the attempt's own status.
+pub(super) fn on_outcome(ended: Ended) -> Becomes {
+    let retry = !ended_well(ended.status) && ended.attempt < ended.max_attempts && ended.retryable;
+    if !retry {
+        return Becomes {
+            status: ended.status,
+            ack: retire_ack(ended.status),
+            error: ended.error,
+        };
+    }
+    if ended.expires_before_retry {
+        return Becomes {
+            status: RunStatus::Failed,
+            error: format!(
+                "Trigger expired before it could be retried; {}",
+                ended.error
+            ),
+            ack: Ack::Term,
+        };
+    }
+    Becomes {
+        status: RunStatus::Retrying,
+        error: ended.error,
+        ack: Ack::Ack,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use abi_wire::jobs as wire;
 
     const FIRED: &str = "2026-12-01T10:00:00.000001+00:00";
     /// 2026-12-01T10:01:00+00:00.
@@ -213,19 +293,19 @@ mod tests {
                 "succeeded: retired",
                 Some(record(wire::SUCCEEDED, 1, Some(500))),
                 false,
-                Decision::Retire(wire::SUCCEEDED.into()),
+                Decision::Retire(RunStatus::Succeeded),
             ),
             (
                 "failed: retired",
                 Some(record(wire::FAILED, 3, Some(500))),
                 false,
-                Decision::Retire(wire::FAILED.into()),
+                Decision::Retire(RunStatus::Failed),
             ),
             (
                 "cancelled while queued: retired",
                 Some(record(wire::CANCELLED, 0, None)),
                 false,
-                Decision::Retire(wire::CANCELLED.into()),
+                Decision::Retire(RunStatus::Cancelled),
             ),
             (
                 "running under a live owner (heartbeat 5 s old): waits out its freshness",
@@ -312,5 +392,115 @@ mod tests {
                 wait: Duration::from_secs(28)
             }
         );
+    }
+
+    /// One row per way an attempt ends, as the end-to-end tests see them:
+    /// success, skip, cancel, a retryable failure with attempts left, the
+    /// last attempt, a non-retryable failure, a timeout, and a retry the
+    /// trigger would not live to see.
+    #[test]
+    fn an_ended_attempt_becomes_a_status_an_ack_and_maybe_a_retry() {
+        use RunStatus::*;
+        let ended = |status, retryable, attempt, expires| Ended {
+            status,
+            error: "boom".into(),
+            retryable,
+            attempt,
+            max_attempts: 3,
+            expires_before_retry: expires,
+        };
+        // The error passes through untouched, but for an expired retry.
+        let rows = [
+            (
+                "success",
+                ended(Succeeded, true, 1, false),
+                Succeeded,
+                Ack::Ack,
+                "boom",
+            ),
+            (
+                "skip",
+                ended(Skipped, true, 1, false),
+                Skipped,
+                Ack::Ack,
+                "boom",
+            ),
+            (
+                "cancel is never retried",
+                ended(Cancelled, true, 1, false),
+                Cancelled,
+                Ack::Ack,
+                "boom",
+            ),
+            (
+                "failure with attempts left",
+                ended(Failed, true, 1, false),
+                Retrying,
+                Ack::Ack,
+                "boom",
+            ),
+            (
+                "timeout with attempts left",
+                ended(TimedOut, true, 2, false),
+                Retrying,
+                Ack::Ack,
+                "boom",
+            ),
+            (
+                "the last attempt",
+                ended(Failed, true, 3, false),
+                Failed,
+                Ack::Term,
+                "boom",
+            ),
+            (
+                "timeout on the last attempt",
+                ended(TimedOut, true, 3, false),
+                TimedOut,
+                Ack::Term,
+                "boom",
+            ),
+            (
+                "non-retryable",
+                ended(Failed, false, 1, false),
+                Failed,
+                Ack::Term,
+                "boom",
+            ),
+            (
+                "the trigger expires before the retry",
+                ended(Failed, true, 1, true),
+                Failed,
+                Ack::Term,
+                "Trigger expired before it could be retried; boom",
+            ),
+            (
+                "expiry is moot without a retry",
+                ended(Failed, false, 1, true),
+                Failed,
+                Ack::Term,
+                "boom",
+            ),
+        ];
+        for (case, ended, status, ack, error) in rows {
+            let got = on_outcome(ended);
+            assert_eq!(
+                got,
+                Becomes {
+                    status,
+                    error: error.to_owned(),
+                    ack
+                },
+                "{case}"
+            );
+        }
+        for status in RunStatus::ALL.iter().filter(|s| s.is_terminal()) {
+            let expected = if matches!(status, Succeeded | Skipped | Cancelled) {
+                Ack::Ack
+            } else {
+                Ack::Term
+            };
+            assert_eq!(retire_ack(*status), expected, "{status}");
+        }
     }
 }

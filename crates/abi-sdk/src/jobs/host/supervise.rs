@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use abi_document_model::Data;
-use abi_wire::jobs::{self as wire, field};
+use abi_wire::jobs::{Ack, RunStatus, field};
 use async_nats::jetstream::Message;
 use tokio::time::Instant;
 use tracing::warn;
@@ -29,7 +29,7 @@ fn seconds_g(t: Duration) -> String {
 
 pub(super) enum Outcome {
     Finished {
-        status: &'static str,
+        status: RunStatus,
         error: String,
         retryable: bool,
         result: Option<serde_json::Value>,
@@ -62,7 +62,7 @@ pub(super) async fn supervise(
         tokio::select! {
             joined = &mut work => break joined,
             _ = ticker.tick() => {
-                reply(shared, msg, wire::IN_PROGRESS).await;
+                reply(shared, msg, Ack::Progress).await;
                 let mut fields = Data::new();
                 fields.insert(field::LOGS.into(), logs(cx));
                 fields.insert(field::HEARTBEAT_AT.into(), now_iso().into());
@@ -81,7 +81,7 @@ pub(super) async fn supervise(
                 work.abort();
                 let timeout = job.spec.attempt_timeout().unwrap_or_default();
                 return Outcome::Finished {
-                    status: wire::TIMED_OUT,
+                    status: RunStatus::TimedOut,
                     error: format!("Timed out after {}s", seconds_g(timeout)),
                     retryable: true,
                     result: None,
@@ -111,28 +111,33 @@ pub(super) async fn supervise(
     match joined {
         Ok(Ok(value)) if !cancelled => {
             let status = if cx.skipped().is_some() {
-                wire::SKIPPED
+                RunStatus::Skipped
             } else {
-                wire::SUCCEEDED
+                RunStatus::Succeeded
             };
             finished(status, String::new(), true, Some(value))
         }
-        _ if cancelled => finished(wire::CANCELLED, String::new(), true, None),
+        _ if cancelled => finished(RunStatus::Cancelled, String::new(), true, None),
         _ if handing_back => Outcome::HandBack,
         Ok(Err(err)) => finished(
-            wire::FAILED,
+            RunStatus::Failed,
             err.to_string(),
             err.kind() == JobErrorKind::Retryable,
             None,
         ),
-        Ok(Ok(_)) => finished(wire::CANCELLED, String::new(), true, None),
+        Ok(Ok(_)) => finished(RunStatus::Cancelled, String::new(), true, None),
         Err(join) if join.is_panic() => finished(
-            wire::FAILED,
+            RunStatus::Failed,
             "Panic: job handler panicked".into(),
             true,
             None,
         ),
-        Err(_) => finished(wire::FAILED, "Job task was cancelled".into(), true, None),
+        Err(_) => finished(
+            RunStatus::Failed,
+            "Job task was cancelled".into(),
+            true,
+            None,
+        ),
     }
 }
 

@@ -22,7 +22,7 @@
 //! and a stored trigger the run is unknown ([`CallErrorKind::RunNotFound`]).
 
 use abi_document_model::{Data, Value};
-use abi_wire::jobs as wire;
+use abi_wire::jobs::{self as wire, field};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use tracing::debug;
 
@@ -150,20 +150,20 @@ fn record(inner: &Inner, run_id: &str, sequence: u64) -> Data {
     let now = now_iso();
     let mut data = Data::new();
     for (k, v) in [
-        ("created_at", Value::from(now.as_str())),
-        ("job", inner.job.as_str().into()),
-        ("run_id", run_id.into()),
-        ("module_id", inner.module_id.as_str().into()),
-        ("status", "FAILED".into()),
-        ("attempt", Value::Int(0)),
-        ("instance", "".into()),
+        (field::CREATED_AT, Value::from(now.as_str())),
+        (field::JOB, inner.job.as_str().into()),
+        (field::RUN_ID, run_id.into()),
+        (field::MODULE_ID, inner.module_id.as_str().into()),
+        (field::STATUS, wire::RunStatus::Failed.as_str().into()),
+        (field::ATTEMPT, Value::Int(0)),
+        (field::INSTANCE, "".into()),
         (
-            "sequence",
+            field::SEQUENCE,
             Value::Int(i64::try_from(sequence).unwrap_or(i64::MAX)),
         ),
-        ("error", wire::EXPIRED_UNRUN_ERROR.into()),
-        ("logs", Value::List(Vec::new())),
-        ("finished_at", now.as_str().into()),
+        (field::ERROR, wire::EXPIRED_UNRUN_ERROR.into()),
+        (field::LOGS, Value::List(Vec::new())),
+        (field::FINISHED_AT, now.as_str().into()),
     ] {
         data.insert(k.to_owned(), v);
     }

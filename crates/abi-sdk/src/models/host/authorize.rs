@@ -8,6 +8,7 @@
 //! status discovery confirmed at the last renewal): a provider that turned
 //! DRAINING or DEGRADED refuses its next chat as discovery would.
 
+use abi_wire::ErrorCode;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -56,7 +57,7 @@ impl Grants {
                 CallErrorKind::ModuleUnavailable,
                 "MODULE_UNAVAILABLE: Provider is not ready",
             )
-            .with_code("MODULE_UNAVAILABLE"));
+            .with_code(ErrorCode::ModuleUnavailable.as_str()));
         }
         discovery
             .call(&pb::AuthorizeModelRequest {
