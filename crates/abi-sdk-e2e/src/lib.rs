@@ -30,9 +30,13 @@ pub const SECRET: &str = "e2e-secret-which-is-long-enough-for-hs256";
 pub struct World {
     /// First, so it is dropped (killed) before the server it talks to.
     pub service: Service,
+    /// The broker.
     pub nats: NatsServer,
+    /// The fresh project the service serves.
     pub project: String,
+    /// A client with an admin identity.
     pub admin: DiscoveryClient,
+    /// The lease the service grants, in seconds.
     pub lease_seconds: f64,
 }
 
@@ -133,6 +137,7 @@ pub fn module_binary() -> PathBuf {
 /// A running module process and the `EVENT` lines it printed.
 #[derive(Debug)]
 pub struct ModuleProc {
+    /// The instance id it registers with.
     pub id: String,
     child: Child,
     lines_rx: mpsc::UnboundedReceiver<String>,

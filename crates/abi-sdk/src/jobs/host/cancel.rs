@@ -10,6 +10,8 @@
 
 use abi_document_model::{Data, Value};
 use abi_wire::jobs::{self as wire, field};
+
+use super::machine::OnCancel;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use tracing::{info, warn};
 
@@ -89,17 +91,17 @@ async fn cancel(
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let existing = record::get(shared, run_id).await?;
     let now = now_iso();
-    let (data, if_version) = match existing {
-        Some(doc) => {
-            if doc.data.get(field::STATUS) != Some(&Value::from(wire::RETRYING)) {
-                return Ok(());
-            }
+    let decision = super::machine::on_cancel(existing.as_ref().map(|d| &d.data));
+    let (data, if_version) = match (decision, existing) {
+        (OnCancel::Nothing, _) => return Ok(()),
+        (OnCancel::CancelRetrying, Some(doc)) => {
             let mut data = doc.data;
             data.insert(field::STATUS.into(), wire::CANCELLED.into());
             data.insert(field::FINISHED_AT.into(), now.as_str().into());
             (data, doc.version)
         }
-        None => {
+        (OnCancel::CancelRetrying, None) => return Ok(()),
+        (OnCancel::CancelIfQueued, _) => {
             // Only a trigger of this job that is still stored can be queued.
             let stream = shared.js.get_stream(&shared.stream).await?;
             match stream.get_raw_message(sequence).await {

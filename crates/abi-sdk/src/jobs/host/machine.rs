@@ -204,6 +204,75 @@ pub(super) fn on_outcome(ended: Ended) -> Becomes {
     }
 }
 
+/// What a cancel does to a run this host does not run right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OnCancel {
+    /// It runs elsewhere, or it ended: its host (or nobody) acts.
+    Nothing,
+    /// It waits for a retry: record it `CANCELLED` over that record.
+    CancelRetrying,
+    /// No record: if its trigger is still stored, it is queued; record it
+    /// `CANCELLED` (create-only) and the delivery retires it unrun.
+    CancelIfQueued,
+}
+
+/// Decides a cancel from the run's record (`None`: there is none).
+pub(super) fn on_cancel(record: Option<&Data>) -> OnCancel {
+    match record {
+        None => OnCancel::CancelIfQueued,
+        Some(data) if RunStatus::parse(text(data, field::STATUS)) == Some(RunStatus::Retrying) => {
+            OnCancel::CancelRetrying
+        }
+        Some(_) => OnCancel::Nothing,
+    }
+}
+
+/// Whether a `RUNNING` or `RETRYING` run no live host holds can still finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Lost {
+    /// Something can still finish it (a fresh heartbeat, a retry not due).
+    No,
+    /// Its host stopped on its last attempt: fail it with this error.
+    Yes(String),
+    /// Fail it with this error once its trigger left the stream (else a
+    /// redelivery still runs it).
+    IfTriggerGone(String),
+}
+
+/// Decides whether a run is lost. `now` and `cutoff` (now less the
+/// lost-after time) are ISO texts: they compare as strings, as the
+/// reference compares them.
+pub(super) fn on_lost(data: &Data, now: &str, cutoff: &str) -> Lost {
+    let last_seen = match text(data, field::HEARTBEAT_AT) {
+        "" => text(data, field::STARTED_AT),
+        seen => seen,
+    };
+    if RunStatus::parse(text(data, field::STATUS)) == Some(RunStatus::Retrying) {
+        let due = match text(data, field::RETRY_AT) {
+            "" => last_seen,
+            due => due,
+        };
+        if due.is_empty() || due > now {
+            return Lost::No;
+        }
+        return Lost::IfTriggerGone("Trigger expired before it could be retried".to_owned());
+    }
+    if last_seen.is_empty() || last_seen >= cutoff {
+        return Lost::No;
+    }
+    let lost = format!("Lost: no heartbeat since {last_seen}");
+    let int = |key: &str| match data.get(key) {
+        Some(Value::Int(n)) => *n,
+        _ => 1,
+    };
+    if int(field::ATTEMPT) >= int(field::MAX_ATTEMPTS) {
+        return Lost::Yes(format!("{lost} (its host stopped before the run finished)"));
+    }
+    Lost::IfTriggerGone(format!(
+        "{lost}, and its trigger expired before it could be retried"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -501,6 +570,97 @@ mod tests {
                 Ack::Term
             };
             assert_eq!(retire_ack(*status), expected, "{status}");
+        }
+    }
+
+    #[test]
+    fn a_cancel_acts_on_queued_and_retrying_runs_only() {
+        let rows = [
+            (
+                "no record: queued if its trigger is stored",
+                None,
+                OnCancel::CancelIfQueued,
+            ),
+            (
+                "retrying",
+                Some(record(wire::RETRYING, 1, Some(5))),
+                OnCancel::CancelRetrying,
+            ),
+            (
+                "running elsewhere: its host cancels",
+                Some(record(wire::RUNNING, 1, Some(5))),
+                OnCancel::Nothing,
+            ),
+            (
+                "ended",
+                Some(record(wire::SUCCEEDED, 1, Some(5))),
+                OnCancel::Nothing,
+            ),
+            (
+                "cancelled already",
+                Some(record(wire::CANCELLED, 0, None)),
+                OnCancel::Nothing,
+            ),
+        ];
+        for (case, data, expected) in rows {
+            assert_eq!(on_cancel(data.as_ref()), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_run_is_lost_once_its_heartbeats_or_its_retry_are_overdue() {
+        let now = at(0);
+        let cutoff = at(120);
+        let with = |status: &str, attempt: i64, extra: &[(&str, String)]| {
+            let mut data = Data::new();
+            data.insert(field::STATUS.into(), status.into());
+            data.insert(field::ATTEMPT.into(), Value::Int(attempt));
+            data.insert(field::MAX_ATTEMPTS.into(), Value::Int(3));
+            for (k, v) in extra {
+                data.insert((*k).into(), v.as_str().into());
+            }
+            data
+        };
+        let stale = at(600);
+        let rows = [
+            (
+                "running, heartbeat fresh",
+                with(wire::RUNNING, 1, &[(field::HEARTBEAT_AT, at(10))]),
+                Lost::No,
+            ),
+            ("running, never seen", with(wire::RUNNING, 1, &[]), Lost::No),
+            (
+                "running, stale, attempts left",
+                with(wire::RUNNING, 1, &[(field::HEARTBEAT_AT, stale.clone())]),
+                Lost::IfTriggerGone(format!(
+                    "Lost: no heartbeat since {stale}, and its trigger expired before it could be retried"
+                )),
+            ),
+            (
+                "running, stale since start, last attempt",
+                with(wire::RUNNING, 3, &[(field::STARTED_AT, stale.clone())]),
+                Lost::Yes(format!(
+                    "Lost: no heartbeat since {stale} (its host stopped before the run finished)"
+                )),
+            ),
+            (
+                "retrying, due later",
+                with(wire::RETRYING, 1, &[(field::RETRY_AT, at(-60))]),
+                Lost::No,
+            ),
+            (
+                "retrying, overdue",
+                with(wire::RETRYING, 1, &[(field::RETRY_AT, at(1))]),
+                Lost::IfTriggerGone("Trigger expired before it could be retried".to_owned()),
+            ),
+            (
+                "retrying, no date at all",
+                with(wire::RETRYING, 1, &[]),
+                Lost::No,
+            ),
+        ];
+        for (case, data, expected) in rows {
+            assert_eq!(on_lost(&data, &now, &cutoff), expected, "{case}");
         }
     }
 }

@@ -17,25 +17,12 @@ use futures::StreamExt as _;
 use std::sync::Arc;
 use tracing::{info, warn};
 
+use super::machine::Lost;
 use super::{Job, JobHostError, Shared};
 use crate::CallErrorKind;
 
 /// Active runs read per page (the reference's single page).
 const PAGE: i64 = 1000;
-
-fn text(data: &Data, key: &str) -> String {
-    match data.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        _ => String::new(),
-    }
-}
-
-fn int(data: &Data, key: &str, default: i64) -> i64 {
-    match data.get(key) {
-        Some(Value::Int(n)) => *n,
-        _ => default,
-    }
-}
 
 /// One pass over `jobs`; returns how many runs it failed. Retries of ours
 /// their host will not run are taken over on the way (`retry.rs`).
@@ -117,31 +104,10 @@ async fn lost(
     now: &str,
     cutoff: &str,
 ) -> Result<Option<String>, JobHostError> {
-    let mut last_seen = text(data, field::HEARTBEAT_AT);
-    if last_seen.is_empty() {
-        last_seen = text(data, field::STARTED_AT);
-    }
-    let error = if text(data, field::STATUS) == wire::RETRYING {
-        let mut due = text(data, field::RETRY_AT);
-        if due.is_empty() {
-            due.clone_from(&last_seen);
-        }
-        // Timestamps compare as strings, as the reference compares them.
-        if due.is_empty() || due.as_str() > now {
-            return Ok(None);
-        }
-        "Trigger expired before it could be retried".to_owned()
-    } else {
-        if last_seen.is_empty() || last_seen.as_str() >= cutoff {
-            return Ok(None);
-        }
-        let lost = format!("Lost: no heartbeat since {last_seen}");
-        if int(data, field::ATTEMPT, 1) >= int(data, field::MAX_ATTEMPTS, 1) {
-            return Ok(Some(format!(
-                "{lost} (its host stopped before the run finished)"
-            )));
-        }
-        format!("{lost}, and its trigger expired before it could be retried")
+    let error = match super::machine::on_lost(data, now, cutoff) {
+        Lost::No => return Ok(None),
+        Lost::Yes(error) => return Ok(Some(error)),
+        Lost::IfTriggerGone(error) => error,
     };
     Ok(trigger_gone(shared, job, run_id, data)
         .await?
