@@ -19,6 +19,7 @@
 mod auth;
 mod claims;
 mod keyed;
+mod machine;
 mod ops;
 mod run;
 mod serve;

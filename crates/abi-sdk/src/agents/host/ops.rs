@@ -52,6 +52,12 @@ impl Refusal {
     }
 }
 
+impl From<super::machine::Refused> for Refusal {
+    fn from((code, message): super::machine::Refused) -> Self {
+        Refusal::new(code, message)
+    }
+}
+
 impl From<CallError> for Refusal {
     fn from(e: CallError) -> Self {
         match (e.kind(), e.code()) {

@@ -10,6 +10,7 @@ use abi_document_model::{Data, Datetime, Document, Value};
 use abi_proto::agent::v1 as apb;
 use abi_wire::agents as wire;
 
+use super::machine::{self, Found};
 use super::ops::Refusal;
 use super::run::{self, Run, Start, Stored};
 use super::{Shared, claims};
@@ -25,23 +26,7 @@ pub(super) async fn submit(
     caller: &str,
     req: apb::SubmitRequest,
 ) -> Result<Document, Refusal> {
-    if req.thread_id.is_empty()
-        || req.thread_id.chars().count() > wire::MAX_THREAD_ID_CHARS
-        || req.prompt.len() > wire::MAX_PROMPT_BYTES
-        || !wire::MODES.contains(&req.mode.as_str())
-        || req.deadline_seconds > wire::MAX_DEADLINE_SECS
-    {
-        return Err(Refusal::new(
-            ErrorCode::InvalidArgument,
-            "Invalid thread, prompt, mode or deadline",
-        ));
-    }
-    if !req.updates_inbox.is_empty() && !wire::is_updates_inbox(&req.updates_inbox) {
-        return Err(Refusal::new(
-            ErrorCode::InvalidArgument,
-            "Updates go to an inbox subject only",
-        ));
-    }
+    machine::check_request(&req).map_err(Refusal::from)?;
     let fingerprint = wire::fingerprint(
         caller,
         &req.thread_id,
@@ -52,34 +37,18 @@ pub(super) async fn submit(
     let _turn = shared.submits.lock(key).await;
     let runs = &shared.collections.runs;
     if let Some(existing) = shared.documents().try_get(runs, key).await? {
-        if record::text(&existing.data, field::CALLER) != caller {
-            return Err(Refusal::new(
-                ErrorCode::PermissionDenied,
-                "Invocation belongs to another caller",
-            ));
-        }
-        if record::text(&existing.data, field::FINGERPRINT) != fingerprint {
-            return Err(Refusal::new(
-                ErrorCode::InvocationConflict,
-                "Invocation ID reused with different input",
-            ));
-        }
+        machine::rejoin(&existing.data, caller, &fingerprint, Found::Before)
+            .map_err(Refusal::from)?;
         if let Some(live) = shared.runs.get(key) {
             live.watch(&req.updates_inbox);
         }
         return Ok(existing);
     }
-    let reservation = if shared.is_closing() {
-        None
-    } else {
-        shared.runs.reserve(shared.options.max_active_runs)
-    };
-    let Some(_reservation) = reservation else {
-        return Err(Refusal::new(
-            ErrorCode::AgentBusy,
-            "Provider is draining or at execution capacity",
-        ));
-    };
+    let closing = shared.is_closing();
+    let reservation = (!closing)
+        .then(|| shared.runs.reserve(shared.options.max_active_runs))
+        .flatten();
+    machine::admit(closing, reservation.is_some()).map_err(Refusal::from)?;
     let mut data = accepted(shared, name, &req, caller, &fingerprint);
     let doc = match shared
         .documents()
@@ -89,14 +58,8 @@ pub(super) async fn submit(
         Ok(doc) => doc,
         Err(e) if e.kind() == CallErrorKind::VersionConflict => {
             let existing = shared.documents().get(runs, key).await?;
-            if record::text(&existing.data, field::CALLER) != caller
-                || record::text(&existing.data, field::FINGERPRINT) != fingerprint
-            {
-                return Err(Refusal::new(
-                    ErrorCode::InvocationConflict,
-                    "Invocation ID already exists with different input",
-                ));
-            }
+            machine::rejoin(&existing.data, caller, &fingerprint, Found::AfterRace)
+                .map_err(Refusal::from)?;
             return Ok(existing);
         }
         Err(e) => return Err(e.into()),
