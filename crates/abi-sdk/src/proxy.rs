@@ -55,6 +55,10 @@ impl ModuleProxy {
     /// # Errors
     ///
     /// `ModuleNotFound`, `IncompatibleModule`, or a transport kind.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn instances(&self) -> Result<Vec<pb::Instance>, CallError> {
         self.client
             .get_module(&self.module_id, self.contract_major)
@@ -67,6 +71,10 @@ impl ModuleProxy {
     ///
     /// `ModuleUnavailable` when instances exist but none is READY; otherwise
     /// as [`ModuleProxy::instances`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn ready_instances(&self) -> Result<Vec<pb::Instance>, CallError> {
         let ready: Vec<_> = self
             .instances()
@@ -89,6 +97,10 @@ impl ModuleProxy {
     /// # Errors
     ///
     /// As [`ModuleProxy::ready_instances`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn list_agents(&self) -> Result<Vec<pb::AgentDescriptor>, CallError> {
         let first = self.first_ready().await?;
         Ok(first.descriptor.map(|d| d.agents).unwrap_or_default())
@@ -99,6 +111,10 @@ impl ModuleProxy {
     /// # Errors
     ///
     /// `AgentNotFound`, or as [`ModuleProxy::ready_instances`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn agent(&self, name: &str) -> Result<Found<pb::AgentDescriptor>, CallError> {
         self.find(
             name,
@@ -115,6 +131,10 @@ impl ModuleProxy {
     /// # Errors
     ///
     /// `ModelNotFound`, or as [`ModuleProxy::ready_instances`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn model(&self, name: &str) -> Result<Found<pb::ModelDescriptor>, CallError> {
         self.find(
             name,
@@ -131,6 +151,10 @@ impl ModuleProxy {
     /// # Errors
     ///
     /// `JobNotFound`, or as [`ModuleProxy::ready_instances`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn job(&self, name: &str) -> Result<Found<pb::JobDescriptor>, CallError> {
         self.find(
             name,
@@ -147,6 +171,10 @@ impl ModuleProxy {
     /// # Errors
     ///
     /// `AppNotFound`, or as [`ModuleProxy::ready_instances`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn app(&self, name: &str) -> Result<Found<pb::AppDescriptor>, CallError> {
         self.find(
             name,

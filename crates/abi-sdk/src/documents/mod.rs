@@ -117,6 +117,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// `InvalidArgument` for a bad spec (or a declared type that would change).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may still have been applied; repeating it is harmless.
     pub async fn ensure_collection(&self, spec: CollectionSpec) -> Result<(), CallError> {
         self.call(pb::EnsureCollectionRequest {
             namespace: self.namespace.to_string(),
@@ -132,6 +136,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// `CollectionNotFound` when there is none.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may still have been applied (a repeat then answers `CollectionNotFound`).
     pub async fn drop_collection(&self, collection: &str) -> Result<(), CallError> {
         self.call(pb::DropCollectionRequest {
             namespace: self.namespace.to_string(),
@@ -147,6 +155,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// Transport failures and refusals as [`CallError`]s.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn collections(&self) -> Result<Vec<String>, CallError> {
         let reply = self
             .call(pb::CollectionsRequest {
@@ -162,6 +174,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// `CollectionNotFound` when there is none.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn collection_spec(&self, collection: &str) -> Result<CollectionSpec, CallError> {
         let reply = self
             .call(pb::CollectionSpecRequest {
@@ -178,6 +194,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// `PermissionDenied` for a module identity.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn namespaces(&self) -> Result<Vec<String>, CallError> {
         Ok(self
             .call(pb::NamespacesRequest::default())
@@ -192,6 +212,10 @@ impl DocumentClient {
     ///
     /// `VersionConflict` when `if_version` does not match, `UniqueViolation`,
     /// `CollectionNotFound`, `InvalidArgument`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may still have been written; read the document back (or repeat with `if_version`) to learn.
     pub async fn put(
         &self,
         collection: &str,
@@ -218,6 +242,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// `DocumentNotFound` when there is none.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn get(&self, collection: &str, id: &str) -> Result<Document, CallError> {
         let reply = self
             .call(pb::GetRequest {
@@ -251,6 +279,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// Refusals other than `DocumentNotFound`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn try_get(&self, collection: &str, id: &str) -> Result<Option<Document>, CallError> {
         match self.get(collection, id).await {
             Ok(doc) => Ok(Some(doc)),
@@ -264,6 +296,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// `VersionConflict` when `if_version` does not match.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may still have deleted the document.
     pub async fn delete(
         &self,
         collection: &str,
@@ -287,6 +323,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// `InvalidArgument` for a bad query or a cursor of another query.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn find(&self, collection: &str, query: FindQuery) -> Result<Page, CallError> {
         let reply = self
             .call(pb::FindRequest {
@@ -348,6 +388,10 @@ impl DocumentClient {
     /// # Errors
     ///
     /// `InvalidArgument` for a bad predicate.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn count(&self, collection: &str, where_: Vec<Predicate>) -> Result<i64, CallError> {
         let reply = self
             .call(pb::CountRequest {

@@ -259,6 +259,10 @@ impl JobClient {
     ///
     /// `JobNotFound` (or as [`ModuleProxy::ready_instances`]); `Other` for an
     /// in-process proxy, which cannot carry jobs.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn resolve(proxy: &ModuleProxy, job: &str) -> Result<Self, CallError> {
         let found = proxy.job(job).await?;
         let client = Self::unchecked(proxy.client(), proxy.module_id(), &found.descriptor.name)

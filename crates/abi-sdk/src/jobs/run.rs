@@ -179,6 +179,10 @@ impl JobRun {
     /// # Errors
     ///
     /// As [`JobRun::wait_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn wait(&self, timeout: Duration) -> Result<RunRecord, WaitError> {
         self.wait_with(timeout, DEFAULT_WAIT_POLL_INTERVAL).await
     }

@@ -146,6 +146,10 @@ impl ChatModel {
     ///
     /// As [`ModuleProxy::ready_instances`]; `ModelNotFound` when none of
     /// them declares the model.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn instances(&self) -> Result<Vec<String>, CallError> {
         let ids: Vec<String> = self
             .proxy

@@ -225,6 +225,12 @@ impl Runner {
     ///
     /// A [`RunError`] whose kind says which step failed; it is also logged
     /// (`module failed`, with its causes), whatever step it came from.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future skips the drain (work in flight
+    /// is cut, the registration is not released); stop the module with
+    /// [`Runner::stop_on`] or a signal so it drains and leaves discovery.
     pub async fn run<M: Module>(self, module: M) -> Result<(), RunError> {
         let module_id = self.spec.module_id().to_owned();
         let result = self.run_to_end(module).await;
@@ -299,6 +305,10 @@ impl Runner {
 /// # Errors
 ///
 /// As [`Runner::run`].
+///
+/// # Cancel safety
+///
+/// Not cancel safe: as [`Runner::run`].
 pub async fn run_module<M: Module>(spec: ModuleSpec, module: M) -> Result<(), RunError> {
     Runner::new(spec).run(module).await
 }

@@ -220,6 +220,10 @@ impl Invocation {
     /// # Errors
     ///
     /// The call's refusal (`INVOCATION_NOT_FOUND`, `PERMISSION_DENIED`, ...).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads; the status kept for later calls changes only once an answer arrived.
     pub async fn status(&mut self, after_sequence: u64) -> Result<InvocationStatus, AgentError> {
         let request = apb::StatusRequest {
             context: route::context(&self.client),
@@ -245,6 +249,10 @@ impl Invocation {
     ///
     /// `OWNER_UNAVAILABLE` when the instance answering does not own the
     /// live run; the call's other refusals.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may have reached the owner; [`Invocation::status`] tells.
     pub async fn cancel(&mut self) -> Result<InvocationStatus, AgentError> {
         let request = apb::CancelRequest {
             context: route::context(&self.client),
@@ -455,6 +463,10 @@ impl Invocation {
     /// # Errors
     ///
     /// As [`Invocation::next_event`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: events read before the cancellation are lost to the caller (loop on [`Invocation::next_event`] to keep each one).
     pub async fn events(
         &mut self,
         timeout: Option<Duration>,
@@ -472,6 +484,10 @@ impl Invocation {
     /// # Errors
     ///
     /// As [`Invocation::next_event`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: as [`Invocation::events`]; the run itself goes on (call `result` again, or `status`).
     pub async fn result(&mut self, timeout: Option<Duration>) -> Result<String, AgentError> {
         self.events(timeout).await?;
         Ok(self

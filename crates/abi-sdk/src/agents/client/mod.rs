@@ -152,6 +152,10 @@ impl AgentClient {
     /// (no reply, `UNAVAILABLE`, `INTERNAL`, `PAYLOAD_TOO_LARGE`); `Call`
     /// with the refusal otherwise (`AGENT_UNAVAILABLE` without a replica;
     /// `NoResponders`, naming the registered instance that did not answer).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may still have started the run; submit again with the same invocation id and input to rejoin it.
     pub async fn submit(
         &self,
         prompt: &str,
@@ -217,6 +221,10 @@ impl AgentClient {
     /// # Errors
     ///
     /// As [`AgentClient::submit`] and [`Invocation::result`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the run may have started and goes on to its deadline; its invocation id is lost with the call (use [`AgentClient::submit`] to keep a handle).
     pub async fn invoke(
         &self,
         prompt: &str,
@@ -241,6 +249,10 @@ impl AgentClient {
     /// # Errors
     ///
     /// As [`AgentClient::submit`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: as [`AgentClient::submit`].
     pub async fn stream(
         &self,
         prompt: &str,

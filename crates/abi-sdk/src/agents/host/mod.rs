@@ -228,6 +228,10 @@ impl AgentHost {
     /// # Errors
     ///
     /// [`AgentHostError`] when unbound or a store call fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled pass may have released some claims or deleted some records and not others; the next pass finishes the work.
     pub async fn upkeep(&self) -> Result<(usize, usize), AgentHostError> {
         let shared = self.shared.get().ok_or(AgentHostError::Unbound)?;
         upkeep::pass(shared).await

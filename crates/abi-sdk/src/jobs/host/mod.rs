@@ -264,6 +264,10 @@ impl JobHost {
     /// # Errors
     ///
     /// [`JobHostError`] when the document service or JetStream fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled pass may have failed some lost runs and not others (each write is compare-and-swap, so none twice); the next pass goes on.
     pub async fn reap_lost_runs(&self) -> Result<usize, JobHostError> {
         let shared = self.shared()?;
         reaper::reap(shared, &self.jobs(shared)).await
@@ -276,6 +280,10 @@ impl JobHost {
     /// # Errors
     ///
     /// [`JobHostError`] when the document service fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled pass may have deleted part of its batch; the next pass goes on.
     pub async fn prune(&self) -> Result<u64, JobHostError> {
         let shared = self.shared()?;
         match &shared.options.retention {
@@ -313,6 +321,10 @@ impl JobHost {
     /// # Errors
     ///
     /// [`JobHostError`] when JetStream refuses.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled call may have created some consumers; calling it again creates the rest.
     pub async fn prepare_consumers(&self) -> Result<(), JobHostError> {
         let shared = self.shared()?;
         for job in self.jobs(shared) {
@@ -327,6 +339,10 @@ impl JobHost {
     /// # Errors
     ///
     /// [`JobHostError`] when the document service or JetStream refuses.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled start may leave consumers, schedules or subscriptions set up without the fetch loops; close the host.
     pub async fn start_serving(&self) -> Result<(), JobHostError> {
         let shared = self.shared()?.clone();
         record::ensure_collection(&shared).await?;
@@ -430,6 +446,12 @@ impl JobHost {
 
     /// Stops fetching, waits up to `timeout` less the hand-back reserve for
     /// the runs in flight (they keep heartbeating), then hands back the rest.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: fetching stops at once, but a cancelled call skips
+    /// the hand-back of runs still going at the deadline (they run on to
+    /// their end); follow it with [`JobHost::close_now`].
     pub async fn drain_within(&self, timeout: Duration) {
         let Some(shared) = self.shared.get() else {
             return;
@@ -450,6 +472,11 @@ impl JobHost {
     }
 
     /// Hands back every run still going, waits for their records, and stops.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: runs are handed back first, but a cancelled call may
+    /// leave the host's loops running; call it again.
     pub async fn close_now(&self) {
         let Some(shared) = self.shared.get() else {
             return;
