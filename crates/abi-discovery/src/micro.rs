@@ -185,6 +185,10 @@ pub fn stats_json(identity: &Identity, stats: &Stats) -> Vec<u8> {
 /// # Errors
 ///
 /// The subscribe error.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped before it returns, the subscriptions made so far go with it; cancel `stop` instead.
 pub async fn serve(
     client: Client,
     identity: Identity,

@@ -89,6 +89,10 @@ fn consequences(missing: &[&'static str]) -> String {
 /// # Errors
 ///
 /// [`PrepareError`] naming the stream that could not be prepared.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: a cancelled call may have created the stream and not the store; calling it again finishes (every step is create-if-missing).
 pub async fn prepare_module_streams(
     js: &jetstream::Context,
     project: &str,

@@ -50,6 +50,10 @@ pub enum RunError {
 /// # Errors
 ///
 /// See [`RunError`].
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropping it skips the drain (requests in flight go unanswered); cancel `root` instead.
 pub async fn run(config: Valid, root: CancellationToken) -> Result<(), RunError> {
     match &config.storage {
         Storage::Sqlite(path) => {
@@ -83,6 +87,10 @@ pub async fn run(config: Valid, root: CancellationToken) -> Result<(), RunError>
 /// # Errors
 ///
 /// See [`RunError`].
+///
+/// # Cancel safety
+///
+/// Not cancel safe: as [`run`].
 pub async fn run_with<S: DocumentStore>(
     config: Valid,
     store: S,

@@ -14,6 +14,10 @@ pub const EXIT_BAD_CONFIG: u8 = 2;
 
 /// Runs service `name` with the checked configuration `valid`: `run` gets it
 /// and the root token SIGTERM/SIGINT cancels.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: it is a process's main loop; dropping it skips the service's drain.
 pub async fn serve<V, E, F, Fut>(
     name: &str,
     valid: Result<V, Vec<SettingError>>,

@@ -389,6 +389,10 @@ impl NatsSettings {
     /// # Errors
     ///
     /// [`ConnectError::Credentials`] when the credentials file cannot be read.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads the credentials file.
     pub async fn options(&self, name: &str) -> Result<ConnectOptions, ConnectError> {
         let mut options = match &self.auth {
             NatsAuth::CredsFile(path) => ConnectOptions::with_credentials_file(path)

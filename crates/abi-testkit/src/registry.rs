@@ -255,6 +255,10 @@ impl TestRegistry {
     /// # Errors
     ///
     /// [`WaitTimedOut`] with what was stored last.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn wait_for_status(
         &self,
         module_id: &str,
@@ -276,6 +280,10 @@ impl TestRegistry {
     /// # Errors
     ///
     /// [`WaitTimedOut`] with the instances still stored.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn wait_gone(&self, module_id: &str) -> Result<(), WaitTimedOut> {
         self.wait_until(DEFAULT_WAIT, |registry| {
             registry.instances(module_id).is_empty().then_some(())
@@ -297,6 +305,10 @@ impl TestRegistry {
     /// Evaluates `check` after each write (and every 250 ms, since leases
     /// pass without writes) until it returns something, for at most `limit`.
     /// `None` when `limit` passed first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads (as long as `check` does).
     pub async fn wait_until<T>(
         &self,
         limit: Duration,

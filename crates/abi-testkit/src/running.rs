@@ -45,6 +45,10 @@ impl RunningModule {
     /// # Errors
     ///
     /// What the runner returned, or [`Ended::Crashed`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the drain was asked for and goes on, but the handle is consumed, so its outcome is lost.
     pub async fn stop(mut self) -> Result<(), Ended> {
         self.stop.cancel();
         self.join().await
@@ -56,6 +60,10 @@ impl RunningModule {
     /// # Errors
     ///
     /// As [`RunningModule::stop`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the handle is consumed, and dropping it aborts the module (see [`RunningModule`]).
     pub async fn finished(mut self) -> Result<(), Ended> {
         self.join().await
     }

@@ -87,6 +87,10 @@ pub struct Serving {
 /// # Errors
 ///
 /// [`ServeError::Subscribe`], or a flush error or timeout (`limits.timeout`).
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped before it returns, the subscriptions made so far go with it; cancel `stop` instead.
 pub async fn serve<B: Backend>(
     client: Client,
     project: &Project,

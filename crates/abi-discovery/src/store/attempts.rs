@@ -61,6 +61,10 @@ impl Deadline {
 
     /// Runs one attempt of `future`, bounded by [`ATTEMPT_TIMEOUT`] and by
     /// what is left of the deadline; `None` when it ran out of time.
+    ///
+    /// # Cancel safety
+    ///
+    /// As cancel safe as `future`: dropping it drops `future`.
     pub async fn attempt<F: Future>(&self, future: F) -> Option<F::Output> {
         let left = self.at.saturating_duration_since(Instant::now());
         tokio::time::timeout(left.min(ATTEMPT_TIMEOUT), future)
@@ -70,6 +74,10 @@ impl Deadline {
 
     /// Waits before attempt number `attempt + 1` (`attempt` counts from 1);
     /// false when no time is left for another attempt.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only sleeps.
     pub async fn pause(&self, attempt: u32) -> bool {
         let pause = pause_after(attempt);
         if Instant::now() + pause >= self.at {
@@ -90,6 +98,10 @@ fn pause_after(attempt: u32) -> Duration {
 /// as [`Deadline::attempt`] says. Every error is retried (a definite answer,
 /// such as "no such message", is an `Ok` of the call); at the deadline the
 /// last error, or [`StoreError::TimedOut`], is returned.
+///
+/// # Cancel safety
+///
+/// As cancel safe as `call`'s futures: a dropped retry drops the attempt in flight.
 pub async fn retry<T, F, Fut>(deadline: &Deadline, mut call: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,

@@ -52,6 +52,10 @@ pub enum ServeError {
 /// [`ServeError::Start`] if the endpoints could not be subscribed;
 /// [`ServeError::GraceExceeded`] if requests were still running at the end of
 /// the grace period (they are abandoned).
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropping it skips the drain and the flush; cancel `shutdown` instead.
 pub async fn serve<S: DocumentStore>(
     client: Client,
     handler: Arc<Handler<S>>,

@@ -96,6 +96,10 @@ impl SqliteStore {
     /// # Errors
     ///
     /// [`DocumentError::Storage`] when the file cannot be opened or set up.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a dropped open leaves at most the file and its tables, which the next open reuses.
     pub async fn open(config: SqliteConfig) -> Result<Self, DocumentError> {
         tokio::task::spawn_blocking(move || Self::open_blocking(config))
             .await
