@@ -93,7 +93,7 @@ pub enum Command {
         /// The module id.
         module: String,
         /// The status to wait for.
-        #[arg(long, default_value = "READY")]
+        #[arg(long, default_value = abi_wire::status::READY)]
         status: String,
         /// Only instances of this rollout.
         #[arg(long)]

@@ -25,12 +25,13 @@ impl Style {
 
     /// The ANSI colour of a status word, if it has one.
     fn code(status: &str) -> Option<&'static str> {
+        use abi_wire::status::{DEGRADED, DRAINING, READY, STAGED, STARTING};
         Some(match status {
-            "READY" => "32",
-            "DEGRADED" => "33",
-            "STAGED" => "36",
-            "STARTING" => "34",
-            "DRAINING" => "35",
+            READY => "32",
+            DEGRADED => "33",
+            STAGED => "36",
+            STARTING => "34",
+            DRAINING => "35",
             "gone" | "expired" | "MISSING" | "cycle" => "31",
             _ => return None,
         })

@@ -32,7 +32,13 @@ pub const STATUS_FIELD: &str = "status";
 pub const ORDER_FIELD: &str = "n";
 /// The statuses records cycle through: each matches a fifth of the set, so a
 /// find of 20 from 1000 documents picks 20 of 200 matches.
-pub const STATUSES: [&str; 5] = ["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"];
+pub const STATUSES: [&str; 5] = [
+    abi_wire::jobs::QUEUED,
+    abi_wire::jobs::RUNNING,
+    abi_wire::jobs::SUCCEEDED,
+    abi_wire::jobs::FAILED,
+    abi_wire::jobs::CANCELLED,
+];
 /// Lifetime of the floor's token (it is only echoed, never verified).
 const FLOOR_TOKEN_TTL: Duration = Duration::from_secs(2 * 60 * 60);
 /// A 36-character trace id, as the SDK's uuid4 ids are, for the floor's

@@ -21,7 +21,7 @@ use abi_document_model::{CollectionSpec, Data, FieldSpec, Value};
 use abi_sdk::jobs::JobHostOptions;
 use abi_sdk::jobs::host::consumer_config;
 use abi_sdk::{DocumentClient, TokenSource};
-use abi_wire::jobs::{self as wire, JobSubjects};
+use abi_wire::jobs::{self as wire, JobSubjects, field};
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::{self, Message};
@@ -169,10 +169,10 @@ impl Floor {
         let Ok(info) = msg.info() else { return };
         let run_id = wire::run_id(job, info.stream_sequence);
         let status = match self.records(job, &run_id, info.stream_sequence).await {
-            Ok(()) => "SUCCEEDED",
+            Ok(()) => wire::SUCCEEDED,
             Err(error) => {
                 eprintln!("  {}: run {run_id}: {error:#}", self.module);
-                "FAILED"
+                wire::FAILED
             }
         };
         // Lost publishes show up as missing runs in the bench.
@@ -204,10 +204,10 @@ impl Floor {
             (running, created.version)
         };
         let now = abi_sdk::jobs::time::now_iso();
-        data.insert("status".into(), "SUCCEEDED".into());
-        data.insert("logs".into(), Value::List(Vec::new()));
-        data.insert("finished_at".into(), now.into());
-        data.insert("result".into(), Value::Null);
+        data.insert(field::STATUS.into(), wire::SUCCEEDED.into());
+        data.insert(field::LOGS.into(), Value::List(Vec::new()));
+        data.insert(field::FINISHED_AT.into(), now.into());
+        data.insert(field::RESULT.into(), Value::Null);
         docs.put(&self.collection, run_id, data, Some(version))
             .await?;
         Ok(())
@@ -218,30 +218,30 @@ impl Floor {
 fn running_fields(module: &str, job: &str, run_id: &str, sequence: u64) -> Data {
     let now = abi_sdk::jobs::time::now_iso();
     let mut trigger = Data::new();
-    trigger.insert("kind".into(), "manual".into());
+    trigger.insert(field::TRIGGER_KIND.into(), wire::MANUAL_TRIGGER.into());
     let mut payload = Data::new();
     payload.insert("n".into(), Value::Int(0));
     let mut data = Data::new();
     for (key, value) in [
-        ("created_at", Value::from(now.as_str())),
-        ("job", job.into()),
-        ("run_id", run_id.into()),
-        ("module_id", module.into()),
-        ("status", "RUNNING".into()),
-        ("attempt", Value::Int(1)),
-        ("max_attempts", Value::Int(1)),
-        ("trigger", trigger.into()),
-        ("payload", payload.into()),
-        ("instance", format!("{module}-1").into()),
+        (field::CREATED_AT, Value::from(now.as_str())),
+        (field::JOB, job.into()),
+        (field::RUN_ID, run_id.into()),
+        (field::MODULE_ID, module.into()),
+        (field::STATUS, wire::RUNNING.into()),
+        (field::ATTEMPT, Value::Int(1)),
+        (field::MAX_ATTEMPTS, Value::Int(1)),
+        (field::TRIGGER, trigger.into()),
+        (field::PAYLOAD, payload.into()),
+        (field::INSTANCE, format!("{module}-1").into()),
         (
-            "sequence",
+            field::SEQUENCE,
             Value::Int(i64::try_from(sequence).unwrap_or(i64::MAX)),
         ),
-        ("fired_at", now.as_str().into()),
-        ("started_at", now.as_str().into()),
-        ("heartbeat_at", now.as_str().into()),
-        ("trace_id", "".into()),
-        ("error", "".into()),
+        (field::FIRED_AT, now.as_str().into()),
+        (field::STARTED_AT, now.as_str().into()),
+        (field::HEARTBEAT_AT, now.as_str().into()),
+        (field::TRACE_ID, "".into()),
+        (field::ERROR, "".into()),
     ] {
         data.insert(key.to_owned(), value);
     }

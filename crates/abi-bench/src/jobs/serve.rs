@@ -182,7 +182,7 @@ async fn raw_floor(nats: &async_nats::Client) -> anyhow::Result<Vec<tokio::task:
                     // Lost publishes show up as missing runs in the bench.
                     let _ = nats.publish(started.clone(), run_id.clone().into()).await;
                     let _ = msg.ack().await;
-                    let notice = wire::completion_notice(&run_id, "SUCCEEDED");
+                    let notice = wire::completion_notice(&run_id, wire::SUCCEEDED);
                     let _ = nats.publish(subjects.done(), notice.into()).await;
                 }
             }

@@ -138,7 +138,9 @@ pub async fn latency(
             continue;
         }
         match (start, done) {
-            (Some((started_at, _)), Some((done_at, status))) if status == "SUCCEEDED" => {
+            (Some((started_at, _)), Some((done_at, status)))
+                if status == abi_wire::jobs::SUCCEEDED =>
+            {
                 out.start.latencies.push(started_at - sent);
                 out.done.latencies.push(done_at - sent);
             }
@@ -219,10 +221,13 @@ pub async fn throughput(
     };
     let ((refused, published_in), (statuses, last)) = tokio::join!(publishing, counting);
     stamping.abort();
-    let succeeded = statuses.get("SUCCEEDED").copied().unwrap_or(0);
+    let succeeded = statuses
+        .get(abi_wire::jobs::SUCCEEDED)
+        .copied()
+        .unwrap_or(0);
     let others: Vec<String> = statuses
         .iter()
-        .filter(|(s, _)| s.as_str() != "SUCCEEDED")
+        .filter(|(s, _)| s.as_str() != abi_wire::jobs::SUCCEEDED)
         .map(|(s, n)| format!("{s} x{n}"))
         .collect();
     if refused > 0 || !others.is_empty() {

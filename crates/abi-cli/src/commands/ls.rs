@@ -44,7 +44,11 @@ pub async fn run(cx: Ctx<'_>) -> anyhow::Result<()> {
 /// The service call failed.
 pub async fn watch(cx: Ctx<'_>, for_secs: Option<f64>) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
-    let nats = connect::nats(cx.global).await?;
+    // One connection for the lookups and the watch.
+    let nats = client
+        .nats()
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("the watch needs a NATS connection"))?;
     let mut changes = RegistryWatch::new(nats, &cx.global.project, WatchOptions::default());
     let terminal = std::io::stdout().is_terminal() && !cx.global.json;
     let until = signals::after(for_secs);

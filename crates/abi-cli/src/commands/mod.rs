@@ -286,12 +286,13 @@ pub fn instance_list(instances: &[(String, String)]) -> String {
 
 /// How good a status is, for "best status" (higher is better).
 pub fn rank(status: &str) -> u8 {
+    use abi_wire::status::{DEGRADED, DRAINING, READY, STAGED, STARTING};
     match status {
-        "READY" => 5,
-        "DEGRADED" => 4,
-        "STAGED" => 3,
-        "STARTING" => 2,
-        "DRAINING" => 1,
+        READY => 5,
+        DEGRADED => 4,
+        STAGED => 3,
+        STARTING => 2,
+        DRAINING => 1,
         _ => 0,
     }
 }

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use abi_sdk::pb;
+use abi_wire::status;
 use serde_json::json;
 
 use super::{Ctx, module_of};
@@ -46,8 +47,8 @@ pub fn summarize(state: &pb::RegistryState) -> BTreeMap<String, Generations> {
         let g = out.entry(module_of(&i).to_owned()).or_default();
         let rollout = label(&i.rollout_id);
         match i.status.as_str() {
-            "READY" | "DEGRADED" => g.serving.insert(rollout),
-            "DRAINING" => g.draining.insert(rollout),
+            status::READY | status::DEGRADED => g.serving.insert(rollout),
+            status::DRAINING => g.draining.insert(rollout),
             _ => g.staged.insert(rollout),
         };
     }

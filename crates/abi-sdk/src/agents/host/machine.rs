@@ -136,7 +136,9 @@ mod tests {
             ),
             (
                 "updates to a non-inbox",
-                request(|r| r.updates_inbox = "abi.mod.x".into()),
+                request(|r| {
+                    r.updates_inbox = wire::subject("p", "i", "echo", wire::Operation::Status)
+                }),
                 Err(inbox),
             ),
             (
