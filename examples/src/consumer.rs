@@ -3,6 +3,8 @@
 //! echo chat model once. Copy it (with
 //! `src/bin/consumer.rs`) to start a module that uses another one.
 
+use abi_sdk::agents::AgentsExt as _;
+use abi_sdk::models::ModelsExt as _;
 use std::time::Duration;
 
 use abi_sdk::models::ChatMessage;

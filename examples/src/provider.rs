@@ -9,9 +9,9 @@ use abi_sdk::agents::{
     AgentEvent, AgentHandler, AgentHost, AgentSpec, EventStream, InvocationContext, InvokeFuture,
 };
 use abi_sdk::documents::{CollectionSpec, Data, DocumentClient, FieldSpec, Value};
-use abi_sdk::jobs::{JobContext, JobResult, JobSpec, Trigger};
+use abi_sdk::jobs::{JobContext, JobHost, JobResult, JobSpec, Trigger};
 use abi_sdk::models::{ChatInput, ChatMessage, ChatModelSpec, ModelHost};
-use abi_sdk::{Context, HookResult, Module, ModuleSpec, pb};
+use abi_sdk::{Context, HookResult, Module, ModuleSpec};
 use tracing::{info, warn};
 
 /// The module id other modules use to find this one.
@@ -94,32 +94,25 @@ async fn record_progress(docs: &DocumentClient, id: &str, done: u64) {
 }
 
 /// What the module declares to discovery: identity, contract, what it serves.
+///
+/// # Panics
+///
+/// Never: the declarations are constants within the reference's limits (a
+/// test builds them).
+#[allow(clippy::expect_used)]
 pub fn spec(package_version: &str) -> ModuleSpec {
+    let summarizer = AgentSpec::new("summarizer", "Summarizes a text").capability("summarize");
+    let nightly = JobSpec::new("nightly-report")
+        .map(|j| j.description("Builds the nightly report"))
+        .and_then(|j| j.trigger(Trigger::cron("0 0 2 * * *", "UTC", None)?))
+        .and_then(|j| j.max_attempts(3))
+        .and_then(|j| j.timeout(Duration::from_secs(600)))
+        .expect("a valid job declaration");
     ModuleSpec::new(MODULE_ID)
         .package_version(package_version)
         .contract_major(1)
-        .agent(pb::AgentDescriptor {
-            name: "summarizer".into(),
-            description: "Summarizes a text".into(),
-            contract_major: 1,
-            capabilities: vec!["summarize".into()],
-        })
-        .job(pb::JobDescriptor {
-            name: "nightly-report".into(),
-            description: "Builds the nightly report".into(),
-            contract_major: 1,
-            kind: "job".into(),
-            max_concurrency: 1,
-            max_attempts: 3,
-            timeout_seconds: 600.0,
-            triggers: vec![pb::JobTrigger {
-                kind: "cron".into(),
-                spec: "0 0 2 * * *".into(),
-                time_zone: "UTC".into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        })
+        .agent(summarizer.to_descriptor())
+        .job(nightly.to_descriptor())
 }
 
 /// The spec with the jobs the provider serves over NATS (the demo stack runs
@@ -146,18 +139,20 @@ pub fn with_jobs(spec: ModuleSpec) -> ModuleSpec {
         .map(|j| j.description("Works until cancelled"))
         .and_then(|j| j.timeout(Duration::from_secs(60)))
         .expect("a valid job declaration");
-    spec.job_handler(tick, |cx: JobContext| async move {
-        cx.log("tick");
-        JobResult::Ok(serde_json::json!({"run": cx.run_id()}))
-    })
-    .job_handler(echo, |cx: JobContext| async move {
-        JobResult::Ok(cx.payload().clone())
-    })
-    .job_handler(sleepy, |cx: JobContext| async move {
-        cx.log("sleeping until cancelled");
-        cx.cancelled().cancelled().await;
-        JobResult::Ok(serde_json::json!({"woke": true}))
-    })
+    let jobs = JobHost::new()
+        .job(tick, |cx: JobContext| async move {
+            cx.log("tick");
+            JobResult::Ok(serde_json::json!({"run": cx.run_id()}))
+        })
+        .job(echo, |cx: JobContext| async move {
+            JobResult::Ok(cx.payload().clone())
+        })
+        .job(sleepy, |cx: JobContext| async move {
+            cx.log("sleeping until cancelled");
+            cx.cancelled().cancelled().await;
+            JobResult::Ok(serde_json::json!({"woke": true}))
+        });
+    spec.serve(Arc::new(jobs))
 }
 
 /// The echo agent's name.
@@ -222,6 +217,37 @@ mod tests {
     fn the_job_declarations_are_valid() {
         let spec = super::with_jobs(super::spec("1.0.0"));
         assert_eq!(spec.descriptor().jobs.len(), 4);
+    }
+
+    #[test]
+    fn the_typed_declarations_give_the_descriptors_discovery_gets() {
+        use abi_sdk::pb;
+        let spec = super::spec("1.0.0");
+        let nightly = pb::JobDescriptor {
+            name: "nightly-report".into(),
+            description: "Builds the nightly report".into(),
+            contract_major: 1,
+            kind: "job".into(),
+            max_concurrency: 1,
+            max_attempts: 3,
+            timeout_seconds: 600.0,
+            triggers: vec![pb::JobTrigger {
+                kind: "cron".into(),
+                spec: "0 0 2 * * *".into(),
+                time_zone: "UTC".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(spec.descriptor().jobs, [nightly]);
+        let summarizer = pb::AgentDescriptor {
+            name: "summarizer".into(),
+            description: "Summarizes a text".into(),
+            contract_major: 1,
+            // The typed spec declares the invoke capability every agent has.
+            capabilities: vec!["agent.invoke.v1".into(), "summarize".into()],
+        };
+        assert_eq!(spec.descriptor().agents, [summarizer]);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! A module is a small struct and one call:
 //!
 //! ```no_run
-//! use abi_sdk::{Context, HookResult, Module, ModuleSpec, run_module};
+//! use abi_sdk::prelude::*;
 //!
 //! struct Greeter;
 //!
@@ -22,6 +22,16 @@
 //! run_module(ModuleSpec::new("greeter").dependency("store", 1), Greeter).await
 //! # }
 //! ```
+//!
+//! What a module serves is declared by hosts, each built from typed specs
+//! and handlers and given to [`ModuleSpec::serve`]: [`jobs::JobHost`]
+//! (jobs over JetStream, gated in a rollout), [`agents::AgentHost`] and
+//! [`models::ModelHost`]. The runner binds each to the module's [`Links`]
+//! once the instance registered ([`ServedHost::bind`]: a running host never
+//! exists unbound), starts, drains and closes them ([`Host`]). Callers:
+//! [`DiscoveryClient`], [`ModuleProxy`] (with [`agents::AgentsExt`] and
+//! [`models::ModelsExt`]), [`jobs::JobClient`], [`DocumentClient`]. The
+//! [`prelude`] imports the usual set.
 //!
 //! Configuration comes from the environment as the reference reads it
 //! ([`Config::from_env`]): `NATS_URL`, `ABI_PROJECT`, `ABI_MODULE_KEY` or
@@ -47,7 +57,6 @@ mod ids;
 pub mod jobs;
 pub mod local;
 pub mod models;
-mod proxy;
 mod runner;
 mod schedule;
 mod session;
@@ -58,6 +67,7 @@ mod token;
 mod transport;
 pub mod watch;
 
+pub use client::proxy::{Found, ModuleProxy, Modules};
 pub use client::{AgentMatch, DEFAULT_REQUEST_TIMEOUT, DiscoveryClient, MAX_PAGE, Page};
 pub use config::{
     Config, ConfigError, ConfigErrorKind, DEFAULT_DRAIN_TIMEOUT, DEFAULT_HEALTH_HOST,
@@ -66,10 +76,9 @@ pub use config::{
 };
 pub use documents::DocumentClient;
 pub use error::{BoxError, CallError, CallErrorKind, Error};
-pub use host::{Host, ServedHost};
+pub use host::{Host, Links, MissingLink, ServedHost};
 pub use jobs::{JobClient, JobRun, RunRecord};
 pub use local::{LocalDiscovery, LocalError, LocalSnapshot};
-pub use proxy::{Found, ModuleProxy, Modules};
 pub use runner::{
     Context, HookResult, MODULE_INBOX_PREFIX, Module, ModuleSpec, RunError, RunErrorKind, Runner,
     WorkGuard, run_module,
@@ -81,6 +90,17 @@ pub use session::{
 pub use status::Status;
 pub use token::TokenSource;
 pub use watch::{RegistryEvent, RegistryWatch, WatchOptions};
+
+/// What most modules need, in one import: `use abi_sdk::prelude::*;`. It
+/// brings the module's declaration and hooks, the three hosts and their
+/// specs, and the extension traits that give a [`ModuleProxy`] its
+/// `agent_client` and `chat_model`.
+pub mod prelude {
+    pub use crate::agents::{AgentHost, AgentSpec, AgentsExt as _, invoke_fn};
+    pub use crate::jobs::{JobContext, JobError, JobHost, JobResult, JobSpec, Trigger};
+    pub use crate::models::{ChatInput, ChatMessage, ChatModelSpec, ModelHost, ModelsExt as _};
+    pub use crate::{Context, HookResult, Module, ModuleSpec, Runner, run_module};
+}
 
 /// The generated wire types of `abi.discovery.v1`.
 pub use abi_proto::discovery::v1 as pb;

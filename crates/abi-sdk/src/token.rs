@@ -179,6 +179,10 @@ impl fmt::Debug for TokenSource {
     }
 }
 
+/// Signs a token bound to one instance (its audience): what callers of
+/// instance-addressed services (agents, chat models) attach.
+pub type BoundSigner = std::sync::Arc<dyn Fn(&str) -> Result<String, CallError> + Send + Sync>;
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -134,6 +134,9 @@ pub mod field {
     pub const FINISHED_AT: &str = "finished_at";
     /// When a RETRYING run's next attempt is due.
     pub const RETRY_AT: &str = "retry_at";
+    /// Ours only: the instance that re-drives a RETRYING run (empty: any
+    /// host's upkeep may); the reference ignores it.
+    pub const RETRY_OWNER: &str = "retry_owner";
     /// When the record was first written.
     pub const CREATED_AT: &str = "created_at";
     /// Why the handler (or tick coalescing) skipped the run.

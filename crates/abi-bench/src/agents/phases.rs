@@ -3,6 +3,8 @@
 //! and a counted pass of the service calls each makes), with the CPU each
 //! process spends.
 
+use abi_sdk::agents::AgentsExt as _;
+use abi_sdk::models::ModelsExt as _;
 use std::time::{Duration, Instant};
 
 use abi_sdk::agents::{AgentClient, AgentError};

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use abi_sdk::jobs::host::{JobHostLinks, consumer_config};
-use abi_sdk::jobs::{JobContext, JobHost, JobHostOptions, JobResult, JobSpec};
+use abi_sdk::jobs::{BoundJobHost, JobContext, JobHost, JobHostOptions, JobResult, JobSpec};
 use abi_sdk::{DocumentClient, TokenSource};
 use abi_wire::jobs::{self as wire, JobSubjects};
 use anyhow::{Context as _, bail};
@@ -114,9 +114,9 @@ pub async fn run(kind: &str, url: &str) -> anyhow::Result<()> {
 }
 
 /// Our `JobHost` with the reference's default options, started.
-async fn our_host(nats: &async_nats::Client) -> anyhow::Result<JobHost> {
+async fn our_host(nats: &async_nats::Client) -> anyhow::Result<BoundJobHost> {
     let started = started_subject(OURS_MODULE);
-    let mut host = JobHost::new(OURS_MODULE).options(JobHostOptions::default());
+    let mut host = JobHost::new().options(JobHostOptions::default());
     for (name, n) in jobs() {
         let spec = JobSpec::new(name)?.max_concurrency(n)?;
         let (nats, subject) = (nats.clone(), started.clone());
@@ -124,7 +124,7 @@ async fn our_host(nats: &async_nats::Client) -> anyhow::Result<JobHost> {
             trivial(nats.clone(), subject.clone(), cx)
         });
     }
-    host.bind(JobHostLinks {
+    let host = host.bind(JobHostLinks {
         nats: nats.clone(),
         documents: DocumentClient::new(
             nats.clone(),
@@ -132,6 +132,7 @@ async fn our_host(nats: &async_nats::Client) -> anyhow::Result<JobHost> {
             OURS_MODULE,
         ),
         project: PROJECT.to_owned(),
+        module_id: OURS_MODULE.to_owned(),
         instance_id: format!("{OURS_MODULE}-rs-1"),
     });
     host.prepare_consumers().await?;

@@ -7,6 +7,7 @@
 //! abictl signs a service token bound to that instance for `--as` (default
 //! `api`). An issued `ABI_SERVICE_TOKEN` cannot be bound.
 
+use abi_sdk::models::ModelsExt as _;
 use std::time::Duration;
 
 use abi_sdk::models::{ChatMessage, Json};

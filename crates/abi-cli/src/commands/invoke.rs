@@ -8,6 +8,7 @@
 //! secret abictl signs service tokens bound to that instance for `--as`
 //! (default `api`). An issued `ABI_SERVICE_TOKEN` cannot be bound.
 
+use abi_sdk::agents::AgentsExt as _;
 use std::time::Duration;
 
 use abi_sdk::CallErrorKind;

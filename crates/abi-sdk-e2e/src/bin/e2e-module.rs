@@ -18,8 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use abi_proto::discovery::v1 as pb;
 use abi_sdk::{
-    BoxError, Config, Context, DiscoveryConfig, HookResult, Host, Module, ModuleSpec, Runner,
-    ServedHost,
+    BoxError, Config, Context, DiscoveryConfig, HookResult, Host, Links, Module, ModuleSpec,
+    Runner, ServedHost,
 };
 use futures::future::BoxFuture;
 
@@ -129,7 +129,7 @@ impl Host for JobHost {
         })
     }
 
-    fn close(&self) -> BoxFuture<'_, ()> {
+    fn close(&self, _deadline: tokio::time::Instant) -> BoxFuture<'_, ()> {
         Box::pin(async { event("job_host close") })
     }
 }
@@ -156,12 +156,16 @@ impl Host for Recorder {
         })
     }
 
-    fn close(&self) -> BoxFuture<'_, ()> {
+    fn close(&self, _deadline: tokio::time::Instant) -> BoxFuture<'_, ()> {
         Box::pin(async { event("served_host close") })
     }
 }
 
 impl ServedHost for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+
     fn declare(&self, descriptor: &mut pb::ModuleDescriptor) {
         descriptor.agents.push(pb::AgentDescriptor {
             name: "recorder".into(),
@@ -171,13 +175,12 @@ impl ServedHost for Recorder {
         });
     }
 
-    fn bind(&self, cx: &Context) -> Result<(), BoxError> {
-        let instance = cx.session().map(|s| s.instance_id().to_owned());
+    fn bind(&self, links: &Links) -> Arc<dyn Host> {
         event(&format!(
             "served_host bind instance={}",
-            instance.unwrap_or_default()
+            links.instance_id()
         ));
-        Ok(())
+        Arc::new(Recorder)
     }
 }
 

@@ -1,5 +1,5 @@
-//! A module process serving one job, `ingest`, declared with
-//! `ModuleSpec::job_handler`, for the job tests that need a real process and
+//! A module process serving one job, `ingest`, on a `JobHost` given to
+//! `ModuleSpec::serve`, for the job tests that need a real process and
 //! real signals. Configured by the SDK's own variables (`NATS_URL`,
 //! `ABI_PROJECT`, `ABI_MODULE_KEY`, `ABI_SHUTDOWN_GRACE_SECS`, ...) plus
 //! `E2E_ID` (module id), `E2E_JOB_BLOCK=1` (a `{"block": true}` payload
@@ -9,7 +9,7 @@
 //! Prints `EVENT run <run_id>` when a handler starts. Exit code 0 after a
 //! clean stop, 1 otherwise.
 
-use abi_sdk::jobs::{JobContext, JobError, JobSpec};
+use abi_sdk::jobs::{JobContext, JobError, JobHost, JobSpec};
 use abi_sdk::{Config, Module, ModuleSpec, Runner};
 
 struct JobModule;
@@ -36,7 +36,8 @@ async fn main() {
         }
         Ok(cx.payload().clone())
     };
-    let spec = ModuleSpec::new(&id).job_handler(spec, handler);
+    let jobs = JobHost::new().job(spec, handler);
+    let spec = ModuleSpec::new(&id).serve(std::sync::Arc::new(jobs));
     let mut config = match Config::from_env(&id) {
         Ok(config) => config,
         Err(err) => {

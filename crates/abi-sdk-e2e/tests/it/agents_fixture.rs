@@ -3,13 +3,14 @@
 //! runner, callers with module keys, and a test agent driven by its prompt.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+use abi_sdk::agents::AgentsExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use abi_sdk::agents::{
-    AgentClient, AgentEvent, AgentHandler, AgentHost, AgentHostOptions, AgentSpec, EventStream,
-    HandlerError, InvocationContext, InvokeFuture,
+    AgentClient, AgentEvent, AgentHandler, AgentHost, AgentHostOptions, AgentSpec, BoundAgentHost,
+    EventStream, HandlerError, InvocationContext, InvokeFuture,
 };
 use abi_sdk::documents::{Document, FindQuery};
 use abi_sdk::{Config, DiscoveryClient, DocumentClient, Module, ModuleSpec, Runner, TokenSource};
@@ -177,7 +178,7 @@ pub fn options() -> AgentHostOptions {
 
 /// One of our providers, running in this process.
 pub struct Provider {
-    pub host: Arc<AgentHost>,
+    bound: tokio::sync::watch::Receiver<Option<Arc<BoundAgentHost>>>,
     pub started: Started,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<Result<(), abi_sdk::RunError>>,
@@ -187,6 +188,7 @@ impl Provider {
     /// Runs [`MODULE`] serving the test agent `echo` tagged `tag`.
     pub async fn start(world: &World, tag: &str, options: AgentHostOptions) -> Self {
         let started = Started::default();
+        let (bound_tx, bound) = tokio::sync::watch::channel(None);
         let host = Arc::new(
             AgentHost::new()
                 .agent(
@@ -196,12 +198,15 @@ impl Provider {
                         started: started.clone(),
                     }),
                 )
-                .options(options),
+                .options(options)
+                .on_bind(move |host| {
+                    bound_tx.send_replace(Some(host.clone()));
+                }),
         );
         let env = world.module_env(MODULE);
         let lookup = move |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
         let config = Config::from_lookup(MODULE, &lookup).unwrap();
-        let spec = ModuleSpec::new(MODULE).serve(host.clone());
+        let spec = ModuleSpec::new(MODULE).serve(host);
         let stop = CancellationToken::new();
         let runner = Runner::new(spec)
             .config(config)
@@ -209,11 +214,21 @@ impl Provider {
             .stop_on(stop.clone());
         let task = tokio::spawn(runner.run(Quiet));
         Self {
-            host,
+            bound,
             started,
             stop,
             task,
         }
+    }
+
+    /// The running agent host, once the runner bound it.
+    pub async fn host(&self) -> Arc<BoundAgentHost> {
+        let mut bound = self.bound.clone();
+        let host = tokio::time::timeout(DEADLINE, bound.wait_for(Option::is_some))
+            .await
+            .expect("the runner binds the agent host in time")
+            .expect("the provider is running");
+        host.clone().expect("waited for a bound host")
     }
 
     /// Asks the module to drain and stop.

@@ -39,12 +39,12 @@ async fn submits_spread_over_replicas_and_avoid_a_draining_one() {
             .submit("sleep:1500", SubmitOptions::default())
             .await
             .unwrap();
-        if a.host.running() == 1 {
+        if a.host().await.running() == 1 {
             break run;
         }
         run.result(Some(DEADLINE)).await.unwrap();
     };
-    let host = a.host.clone();
+    let host = a.host().await;
     let drain = tokio::spawn(async move { host.drain(Duration::from_secs(30)).await });
     for i in 0..6 {
         let answer = agent.invoke(&format!("d{i}"), None).await.unwrap();

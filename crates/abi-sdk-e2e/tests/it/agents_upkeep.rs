@@ -62,7 +62,7 @@ async fn a_dead_owners_claim_is_released_and_old_records_go() {
     let err = orphan.result(Some(DEADLINE)).await.unwrap_err();
     assert_eq!(err.kind(), AgentErrorKind::OwnerUnavailable, "{err}");
 
-    let (released, deleted) = provider.host.upkeep().await.unwrap();
+    let (released, deleted) = provider.host().await.upkeep().await.unwrap();
     assert_eq!(
         (released, deleted),
         (1, 0),
@@ -105,7 +105,7 @@ async fn a_dead_owners_claim_is_released_and_old_records_go() {
     let until = tokio::time::Instant::now() + DEADLINE;
     while deleted < 3 && tokio::time::Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        deleted += provider.host.upkeep().await.unwrap().1;
+        deleted += provider.host().await.upkeep().await.unwrap().1;
     }
     assert_eq!(deleted, 3, "the orphan, the cancelled and the finished run");
     assert!(setup.all("runs").await.is_empty());

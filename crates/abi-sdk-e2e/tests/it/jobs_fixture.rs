@@ -11,7 +11,9 @@ use abi_documents::config::{Storage, Valid};
 use abi_documents::store::{SqliteConfig, SqliteStore};
 use abi_process::{NatsSettings, Secret};
 use abi_sdk::jobs::host::JobHostLinks;
-use abi_sdk::jobs::{JobClient, JobContext, JobError, JobHost, JobHostOptions, JobSpec};
+use abi_sdk::jobs::{
+    BoundJobHost, JobClient, JobContext, JobError, JobHost, JobHostOptions, JobSpec,
+};
 use abi_sdk::{DocumentClient, TokenSource};
 use abi_test_support::{
     NatsServer, python, requests, spawn_until_ready, unique_name, workspace_root,
@@ -118,6 +120,7 @@ impl Setup {
                 module,
             ),
             project: self.project.clone(),
+            module_id: module.to_owned(),
             instance_id: instance.to_owned(),
         }
     }
@@ -129,12 +132,12 @@ impl Setup {
         instance: &str,
         spec: JobSpec,
         options: JobHostOptions,
-    ) -> (Arc<JobHost>, Calls) {
+    ) -> (Arc<BoundJobHost>, Calls) {
         let calls = Calls::default();
-        let host = JobHost::new(module)
+        let host = JobHost::new()
             .options(options)
-            .job(spec, handler(instance.to_owned(), calls.clone()));
-        host.bind(self.links(module, instance));
+            .job(spec, handler(instance.to_owned(), calls.clone()))
+            .bind(self.links(module, instance));
         host.prepare_consumers().await.unwrap();
         host.start_serving().await.unwrap();
         (Arc::new(host), calls)

@@ -233,11 +233,11 @@ async fn prepare_creates_missing_consumers_only_and_start_updates_them() {
     // Another generation's consumer, at another concurrency.
     let older = abi_sdk::jobs::host::consumer_config(&subjects, 5, Duration::from_secs(30));
     stream.create_consumer(older).await.unwrap();
-    let host = abi_sdk::jobs::JobHost::new(MODULE)
+    let host = abi_sdk::jobs::JobHost::new()
         .job(JobSpec::new("ingest").unwrap(), |_cx| async {
             Ok(json!(null))
-        });
-    host.bind(setup.links(MODULE, "rust-1"));
+        })
+        .bind(setup.links(MODULE, "rust-1"));
     host.prepare_consumers().await.unwrap();
     assert_eq!(max_ack_pending().await, 5, "prepare never updates");
     host.start_serving().await.unwrap();
@@ -249,11 +249,11 @@ async fn prepare_creates_missing_consumers_only_and_start_updates_them() {
     host.close_now().await;
 
     // A missing consumer is created by prepare.
-    let host = abi_sdk::jobs::JobHost::new(MODULE)
+    let host = abi_sdk::jobs::JobHost::new()
         .job(JobSpec::new("other").unwrap(), |_cx| async {
             Ok(json!(null))
-        });
-    host.bind(setup.links(MODULE, "rust-1"));
+        })
+        .bind(setup.links(MODULE, "rust-1"));
     host.prepare_consumers().await.unwrap();
     let other = jobs::JobSubjects::new(&setup.project, MODULE, "other").consumer();
     assert!(stream.consumer_info(other).await.is_ok());

@@ -1,5 +1,5 @@
 //! SIGTERM to a real module process mid-run (jobs declared with
-//! `ModuleSpec::job_handler`, hosted by the runner): the run is handed back
+//! a served `JobHost`, hosted by the runner): the run is handed back
 //! within the shutdown budget without spending an attempt, and another
 //! process of the module finishes it. On the reference's behaviour the run
 //! ends FAILED "Interrupted by host shutdown" (`max_attempts` is 1): the

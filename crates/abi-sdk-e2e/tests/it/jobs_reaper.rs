@@ -47,13 +47,13 @@ async fn lost_runs_are_failed_and_the_others_left_alone() {
     let seq = |i: usize| jobs::parse_run_id(kept[i].run_id()).unwrap().1;
     // Bound, not serving: nothing delivers those triggers (a delivery would
     // race the records written below) and no upkeep runs on its own.
-    let host = JobHost::new(MODULE).options(fast()).job(
+    let host = JobHost::new().options(fast()).job(
         JobSpec::new("ingest").unwrap(),
         |_cx: JobContext| -> futures::future::BoxFuture<'static, JobResult> {
             Box::pin(async { Ok(json!(null)) })
         },
     );
-    host.bind(setup.links(MODULE, "rust-1"));
+    let host = host.bind(setup.links(MODULE, "rust-1"));
     let docs = setup.links(MODULE, "x").documents;
     let collection = jobs::runs_collection(&setup.project);
     let mut spec = CollectionSpec::new(collection.clone());

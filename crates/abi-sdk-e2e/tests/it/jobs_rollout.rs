@@ -1,5 +1,5 @@
 //! A rollout of a module with jobs (two real module processes per
-//! generation, jobs declared with `ModuleSpec::job_handler`): a STAGED v2
+//! generation, jobs declared with a served `JobHost`): a STAGED v2
 //! runs no job while v1 serves; at the cutover v1's run in flight is handed
 //! back and v2 finishes it, on its first attempt: no run lost or doubled.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -4,6 +4,7 @@
 //! callers, and raw chats for the differential.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+use abi_sdk::models::ModelsExt as _;
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

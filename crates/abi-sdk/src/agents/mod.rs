@@ -2,7 +2,7 @@
 //! reference's `agent_host.py` and `agent.py`.
 //!
 //! Serve with an [`AgentHost`] given to [`crate::ModuleSpec::serve`]; call
-//! with [`crate::ModuleProxy::agent_client`], which gives an [`AgentClient`].
+//! with [`AgentsExt::agent_client`], which gives an [`AgentClient`].
 
 mod client;
 mod handler;
@@ -10,11 +10,11 @@ pub mod host;
 mod record;
 
 pub use client::{
-    AgentClient, AgentError, AgentErrorKind, Invocation, InvocationEvent, InvocationStatus,
-    SubmitOptions,
+    AgentClient, AgentError, AgentErrorKind, AgentsExt, Invocation, InvocationEvent,
+    InvocationStatus, SubmitOptions,
 };
 pub use handler::{
     AgentEvent, AgentHandler, AgentSpec, EventStream, HandlerError, InvocationContext,
     InvokeFuture, invoke_fn,
 };
-pub use host::{AgentHost, AgentHostError, AgentHostOptions, AgentRetention};
+pub use host::{AgentHost, AgentHostError, AgentHostOptions, AgentRetention, BoundAgentHost};

@@ -26,6 +26,8 @@
 //! # Ok(()) }
 //! ```
 
+pub(crate) mod json;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +40,7 @@ pub use abi_document_model::{
 /// A JSON object as document data (integers stay integers, as the
 /// reference stores them); what `abictl docs put` sends.
 pub fn data_from_json(object: &serde_json::Map<String, serde_json::Value>) -> Data {
-    crate::jobs::json::to_data(object)
+    json::to_data(object)
 }
 use abi_proto::document::v1 as pb;
 use abi_wire::documents::{self, DocumentRpc};

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::json::py_repr;
+use crate::documents::json::py_repr;
 
 const OPERATORS: [&str; 11] = [
     "contains", "eq", "exists", "gt", "gte", "in", "lt", "lte", "ne", "prefix", "suffix",

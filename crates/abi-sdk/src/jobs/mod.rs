@@ -15,9 +15,8 @@ mod context;
 mod control;
 mod event_filter;
 pub mod host;
-pub(crate) mod json;
 pub mod record;
-pub mod run;
+pub use client::run;
 mod spec;
 pub mod time;
 
@@ -25,7 +24,7 @@ pub use context::{
     JobContext, JobError, JobErrorKind, JobHandler, JobResult, MAX_LOG_LINE_CHARS, MAX_LOG_LINES,
     StopReason,
 };
-pub use host::{JobHost, JobHostOptions, JobRetention};
+pub use host::{BoundJobHost, JobHost, JobHostLinks, JobHostOptions, JobRetention};
 pub use spec::{
     JOB_CONTRACT_MAJOR, JobSpec, JobSpecError, MAX_ATTEMPTS, MAX_CONCURRENCY, MAX_DESCRIPTOR_BYTES,
     MAX_SCHEMA_BYTES, MAX_TRIGGER_INPUT_BYTES, Trigger, go_duration_seconds,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use abi_proto::discovery::v1 as pb;
 use prost::Message as _;
 
-use super::json::{py_repr, to_py};
+use crate::documents::json::{py_repr, to_py};
 
 /// Most concurrent runs one job may declare (cluster-wide, across replicas).
 pub const MAX_CONCURRENCY: u32 = 64;

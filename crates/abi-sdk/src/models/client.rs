@@ -1,5 +1,5 @@
 //! [`ChatModel`]: calling a chat model a module serves
-//! ([`crate::ModuleProxy::chat_model`]), and [`ChatCall`] for a chat with
+//! ([`ModelsExt::chat_model`]), and [`ChatCall`] for a chat with
 //! stop sequences, options or tools.
 //!
 //! Beyond the reference (which always sends to the first READY instance,
@@ -26,9 +26,9 @@ use tokio::time::Instant;
 use super::codec::encode_json;
 use super::message::ChatMessage;
 use super::spec::ChatInput;
+use crate::client::proxy::ModuleProxy;
 use crate::error::{CallError, CallErrorKind};
-use crate::proxy::ModuleProxy;
-use crate::token::TokenSource;
+use crate::token::{BoundSigner, TokenSource};
 
 /// How long one chat may take unless set otherwise.
 pub const DEFAULT_CHAT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -36,9 +36,6 @@ pub const DEFAULT_CHAT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the list of instances serving the model is reused; an instance
 /// that refuses a chat leaves it at once.
 const ROUTE_TTL: Duration = Duration::from_secs(1);
-
-/// Signs a token bound to one instance (its audience).
-pub type BoundSigner = Arc<dyn Fn(&str) -> Result<String, CallError> + Send + Sync>;
 
 /// A chat model served by a module: cheap to clone, clones share the
 /// round robin and the instance list.
@@ -391,5 +388,19 @@ impl ChatCall<'_> {
     /// As [`ChatModel::invoke`].
     pub async fn send(self) -> Result<ChatMessage, CallError> {
         self.model.send(&self.input).await
+    }
+}
+/// Chat models from a module's proxy: `proxy.chat_model("echo")` (in
+/// [`crate::prelude`]).
+pub trait ModelsExt {
+    /// The chat model `name` of this module: chats go round robin to the
+    /// READY instances declaring it (see [`ChatModel`]). No lookup happens
+    /// until the first chat.
+    fn chat_model(&self, name: impl Into<String>) -> ChatModel;
+}
+
+impl ModelsExt for ModuleProxy {
+    fn chat_model(&self, name: impl Into<String>) -> ChatModel {
+        ChatModel::new(self.clone(), name.into(), self.client().token())
     }
 }

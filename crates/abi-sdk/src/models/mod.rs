@@ -5,7 +5,7 @@
 //!   subject: `.`, `*`, `>`, whitespace, empty), a [`ChatHandler`] (any
 //!   `Fn(ChatInput) -> impl Future<Output = Result<ChatMessage, BoxError>>`),
 //!   and a [`ModelHost`] handed to [`crate::ModuleSpec::serve`].
-//! - Call: [`crate::ModuleProxy::chat_model`] gives a [`ChatModel`];
+//! - Call: [`ModelsExt::chat_model`] gives a [`ChatModel`];
 //!   [`ChatModel::invoke`] sends messages and returns the AI message,
 //!   [`ChatModel::request`] adds stop sequences, options and tools.
 //! - Messages: [`ChatMessage`], LangChain v1 messages as the reference's
@@ -19,11 +19,12 @@ mod host;
 mod message;
 mod spec;
 
+pub use crate::token::BoundSigner;
 /// Python-exact JSON (the values messages, options and tools carry), so a
 /// module needs no dependency of its own for them.
 pub use abi_pyjson as json;
 pub use abi_pyjson::Json;
-pub use client::{BoundSigner, ChatCall, ChatModel, DEFAULT_CHAT_TIMEOUT};
+pub use client::{ChatCall, ChatModel, DEFAULT_CHAT_TIMEOUT, ModelsExt};
 pub use codec::CodecError;
 pub use host::{DEFAULT_QUEUE, ModelHost};
 pub use message::{ChatMessage, MessageType};

@@ -53,6 +53,12 @@ impl Budget {
         (self.deadline - self.reserve).min(self.started + drain_timeout)
     }
 
+    /// When closing the hosts ends: the budget less the reserve, so that
+    /// `on_unloaded` and the tidy-up steps keep some time.
+    pub(super) fn hosts_deadline(&self) -> Instant {
+        self.deadline - self.reserve
+    }
+
     /// The time one tidy-up step may take now: at most [`STEP_CAP`] and
     /// never more than what is left; `None` once nothing is left.
     pub(super) fn step(&self) -> Option<Duration> {
@@ -77,6 +83,7 @@ mod tests {
             budget.work_deadline(Duration::from_secs(1)) - start,
             Duration::from_secs(1)
         );
+        assert_eq!(budget.hosts_deadline() - start, Duration::from_secs(6));
         assert_eq!(budget.step(), Some(STEP_CAP));
         tokio::time::advance(Duration::from_millis(7500)).await;
         assert_eq!(budget.step(), Some(Duration::from_millis(500)));

@@ -47,7 +47,7 @@ impl<M: Module> Lifecycle<'_, M> {
         };
         self.reported_draining = session.is_some();
         let (config, stop, cx) = (self.config, &self.stop, &self.cx);
-        let (hosts, job_hosts) = (self.hosts, self.job_hosts);
+        let (hosts, job_hosts) = (&self.hosts, &self.job_hosts);
         let drain = async {
             let first_until = match early {
                 Some(b) => b.work_deadline(config.drain_timeout),
@@ -117,20 +117,15 @@ impl<M: Module> Lifecycle<'_, M> {
             session.set_draining();
             report_draining(session, budget.step(), self.online()).await;
         }
-        // The module's own hooks: normally quick, bounded by the whole budget.
-        let hooks = async {
-            self.close_hosts().await;
-            self.module
-                .on_unloaded(&self.cx)
-                .await
-                .map_err(hook_error(RunErrorKind::Unloaded))
-        };
-        let unloaded = match tokio::time::timeout_at(budget.deadline(), hooks).await {
-            Ok(unloaded) => unloaded,
+        // The hosts close within the budget less its reserve, each in its
+        // share, so `on_unloaded` is called even when a host overruns.
+        self.close_hosts(budget.hosts_deadline()).await;
+        // The module's own hook: normally quick, bounded by the whole budget.
+        let unloaded = self.module.on_unloaded(&self.cx);
+        let unloaded = match tokio::time::timeout_at(budget.deadline(), unloaded).await {
+            Ok(unloaded) => unloaded.map_err(hook_error(RunErrorKind::Unloaded)),
             Err(_) => {
-                warn!(
-                    "hosts closing or on_unloaded still running at the end of the shutdown budget"
-                );
+                warn!("on_unloaded still running at the end of the shutdown budget");
                 Ok(())
             }
         };

@@ -10,8 +10,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use tracing::debug;
 
+use crate::client::proxy::Modules;
 use crate::error::{CallError, CallErrorKind};
-use crate::proxy::Modules;
 use crate::session::SessionHandle;
 use crate::status::Status;
 use crate::watch::{RegistryEvent, RegistryWatch};

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -28,7 +29,7 @@ use crate::client::DiscoveryClient;
 use crate::config::{Config, DiscoveryConfig};
 use crate::error::BoxError;
 use crate::health::HealthServer;
-use crate::host::{Host, ServedHost};
+use crate::host::{Host, Links, MissingLink, ServedHost, close};
 use crate::local::LocalDiscovery;
 use crate::session::{Rollout, Session, SessionError};
 use crate::token::TokenSource;
@@ -39,12 +40,12 @@ pub(super) struct Parts<'a> {
     pub(super) spec: &'a ModuleSpec,
     pub(super) config: &'a Config,
     pub(super) token: Option<TokenSource>,
-    pub(super) hosts: &'a [Arc<dyn Host>],
-    pub(super) job_hosts: &'a [Arc<dyn Host>],
-    /// The host of the jobs declared with handlers, bound once registered.
-    pub(super) jobs: Option<Arc<crate::jobs::JobHost>>,
-    /// The hosts the spec carries (also in `hosts`), bound before they start.
-    pub(super) served: &'a [Arc<dyn ServedHost>],
+    /// The runner's plain hosts.
+    pub(super) hosts: Vec<Arc<dyn Host>>,
+    /// The runner's gated hosts.
+    pub(super) job_hosts: Vec<Arc<dyn Host>>,
+    /// What the spec serves, bound once the instance registered.
+    pub(super) served: Vec<Arc<dyn ServedHost>>,
     pub(super) stop: CancellationToken,
     pub(super) local: Option<Arc<dyn LocalDiscovery>>,
 }
@@ -54,12 +55,14 @@ pub(super) struct Lifecycle<'a, M> {
     pub(super) module: &'a M,
     pub(super) spec: &'a ModuleSpec,
     pub(super) config: &'a Config,
-    pub(super) hosts: &'a [Arc<dyn Host>],
-    pub(super) job_hosts: &'a [Arc<dyn Host>],
-    /// The host of the jobs declared with handlers, bound once registered.
-    pub(super) jobs: Option<Arc<crate::jobs::JobHost>>,
-    /// The hosts the spec carries (also in `hosts`), bound before they start.
-    pub(super) served: &'a [Arc<dyn ServedHost>],
+    /// Plain hosts: those bound from the spec, then the runner's.
+    pub(super) hosts: Vec<Arc<dyn Host>>,
+    /// Gated hosts: those bound from the spec (the job host first), then
+    /// the runner's.
+    pub(super) job_hosts: Vec<Arc<dyn Host>>,
+    /// What the spec serves; bound (and moved into `hosts` and `job_hosts`)
+    /// by `prepare_hosts`.
+    pub(super) served: Vec<Arc<dyn ServedHost>>,
     /// A stop request (a signal or the caller's token); only ever that.
     pub(super) stop: CancellationToken,
     /// What the module sees as "stop taking work": cancelled by a stop
@@ -182,7 +185,7 @@ impl<M: Module> Lifecycle<'_, M> {
             .as_ref()
             .map(|s| s.drain_requested())
             .unwrap_or_default();
-        let (gated, refresh, job_hosts) = (self.gated, self.refresh, self.job_hosts);
+        let (gated, refresh, job_hosts) = (self.gated, self.refresh, &self.job_hosts);
         let watch = &mut self.watch;
         let gate = async {
             if let (true, Some(handle)) = (gated, &handle) {
@@ -219,22 +222,14 @@ impl<M: Module> Lifecycle<'_, M> {
     /// # Errors
     ///
     /// [`RunErrorKind::Host`] from the first host that failed.
-    pub(super) async fn prepare_hosts(&self) -> Result<(), RunError> {
-        if let Some(jobs) = &self.jobs {
-            jobs.bind_context(&self.cx).map_err(|e| {
-                RunError::new(RunErrorKind::Host, format!("host jobs: {e}")).with_source(e)
-            })?;
-        }
-        for host in self.served {
-            host.bind(&self.cx)
-                .map_err(host_error(host.as_ref(), "bind"))?;
-        }
-        for host in self.hosts {
+    pub(super) async fn prepare_hosts(&mut self) -> Result<(), RunError> {
+        self.bind_served()?;
+        for host in &self.hosts {
             host.start()
                 .await
                 .map_err(host_error(host.as_ref(), "start"))?;
         }
-        for host in self.job_hosts {
+        for host in &self.job_hosts {
             if self.gated {
                 // Only what must exist before this generation serves.
                 host.prepare()
@@ -247,6 +242,49 @@ impl<M: Module> Lifecycle<'_, M> {
             }
         }
         Ok(())
+    }
+
+    /// Builds the running hosts of what the spec serves from the module's
+    /// links: gated ones go first among the job hosts, the others first
+    /// among the plain hosts, each in declaration order.
+    ///
+    /// # Errors
+    ///
+    /// [`RunErrorKind::Host`] naming the first host and what the module lacks.
+    fn bind_served(&mut self) -> Result<(), RunError> {
+        let Some(first) = self.served.first() else {
+            return Ok(());
+        };
+        let links = self.links().map_err(|missing| {
+            RunError::new(
+                RunErrorKind::Host,
+                format!("host {} needs {missing}", first.name()),
+            )
+            .with_source(missing)
+        })?;
+        let (mut gated, mut plain) = (Vec::new(), Vec::new());
+        for declared in std::mem::take(&mut self.served) {
+            let bound = declared.bind(&links);
+            if declared.gated() {
+                gated.push(bound);
+            } else {
+                plain.push(bound);
+            }
+        }
+        gated.append(&mut self.job_hosts);
+        plain.append(&mut self.hosts);
+        (self.job_hosts, self.hosts) = (gated, plain);
+        Ok(())
+    }
+
+    /// What a served host is built from, once the module registered.
+    fn links(&self) -> Result<Links, MissingLink> {
+        let cx = &self.cx;
+        let nats = cx.nats().ok_or(MissingLink::Nats)?.clone();
+        let discovery = cx.discovery().ok_or(MissingLink::Discovery)?.clone();
+        let documents = cx.documents().ok_or(MissingLink::Nats)?;
+        let session = cx.session().ok_or(MissingLink::Registration)?.clone();
+        Ok(Links::new(nats, discovery, documents, session))
     }
 
     /// Host plug-in point, when a rollout's instance serves: the job hosts
@@ -281,10 +319,22 @@ impl<M: Module> Lifecycle<'_, M> {
 
     /// Host plug-in point, while cleaning up: every host closes, one after
     /// the other, in a fixed order: job hosts first, then plain hosts, each
-    /// kind in the order the runner was given them.
-    pub(super) async fn close_hosts(&self) {
-        for host in self.job_hosts.iter().chain(self.hosts) {
-            host.close().await;
+    /// kind in the order they were declared. Each gets an equal share of
+    /// the time left until `until` and is left behind at the end of it, so
+    /// one that overruns cannot take the others' time.
+    pub(super) async fn close_hosts(&self, until: Instant) {
+        let all: Vec<&Arc<dyn Host>> = self.job_hosts.iter().chain(&self.hosts).collect();
+        for (i, host) in all.iter().enumerate() {
+            let deadline = close::share(Instant::now(), until, all.len() - i);
+            if tokio::time::timeout_at(deadline, host.close(deadline))
+                .await
+                .is_err()
+            {
+                warn!(
+                    host = host.name(),
+                    "host still closing at its deadline; going on without it"
+                );
+            }
         }
     }
 

@@ -38,6 +38,7 @@ mod gate;
 mod lifecycle;
 mod module;
 mod startup;
+mod validate;
 
 use std::sync::Arc;
 
@@ -48,7 +49,7 @@ pub use module::{Context, HookResult, Module, ModuleSpec, WorkGuard};
 
 use crate::config::{Config, ConfigError};
 use crate::error::{Error, kind_display};
-use crate::host::Host;
+use crate::host::{Host, ServedHost};
 use crate::local::LocalDiscovery;
 use crate::session::SessionError;
 use crate::shutdown;
@@ -188,8 +189,10 @@ impl Runner {
         self
     }
 
-    /// Adds a job host: in a rollout it only prepares until the instance
-    /// serves (default none).
+    /// Adds a gated host of your own: in a rollout it only prepares until
+    /// the instance serves (default none). The SDK's job host is declared
+    /// instead, with [`ModuleSpec::serve`], and the runner gates it the
+    /// same way.
     pub fn job_host(mut self, host: Arc<dyn Host>) -> Self {
         self.job_hosts.push(host);
         self
@@ -249,24 +252,15 @@ impl Runner {
         let Runner {
             spec,
             config,
-            hosts: plain_hosts,
-            mut job_hosts,
+            hosts,
+            job_hosts,
             stop,
             signals,
             local,
         } = self;
-        // The hosts the spec carries start first, then the runner's own.
-        let served = spec.served.0.clone();
-        let hosts: Vec<Arc<dyn Host>> = served
-            .iter()
-            .map(|h| h.clone() as Arc<dyn Host>)
-            .chain(plain_hosts)
-            .collect();
-        // The jobs declared with handlers, in one host that closes first.
-        let jobs = spec.job_handlers.host(spec.module_id());
-        if let Some(jobs) = &jobs {
-            job_hosts.insert(0, jobs.clone() as Arc<dyn Host>);
-        }
+        // What the spec serves, bound once registered, in declaration
+        // order; the runner's own hosts follow them.
+        let served: Vec<Arc<dyn ServedHost>> = spec.served.0.clone();
         let mut config = match config {
             Some(config) => config,
             None => Config::from_env(spec.module_id())?,
@@ -282,10 +276,9 @@ impl Runner {
             spec: &spec,
             config: &config,
             token,
-            hosts: &hosts,
-            job_hosts: &job_hosts,
-            jobs,
-            served: &served,
+            hosts,
+            job_hosts,
+            served,
             stop,
             local,
         };

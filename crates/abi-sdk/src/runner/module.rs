@@ -10,8 +10,8 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::client::DiscoveryClient;
+use crate::client::proxy::Modules;
 use crate::error::BoxError;
-use crate::proxy::Modules;
 use crate::session::SessionHandle;
 use crate::status::Status;
 
@@ -58,7 +58,6 @@ pub trait Module: Send + Sync + 'static {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModuleSpec {
     pub(crate) descriptor: pb::ModuleDescriptor,
-    pub(crate) job_handlers: crate::jobs::host::JobHandlers,
     pub(crate) served: crate::host::ServedHosts,
 }
 
@@ -72,7 +71,6 @@ impl ModuleSpec {
                 contract_major: 1,
                 ..Default::default()
             },
-            job_handlers: crate::jobs::host::JobHandlers::default(),
             served: crate::host::ServedHosts::default(),
         }
     }
@@ -108,46 +106,24 @@ impl ModuleSpec {
         self
     }
 
-    /// Declares a job or workflow from its raw descriptor (default none);
-    /// the runner refuses to start a module whose descriptor the reference
-    /// would not read ([`ModuleSpec::check_declarations`]). Prefer
-    /// [`ModuleSpec::job_handler`] with a checked [`crate::jobs::JobSpec`].
+    /// Declares a job or workflow another process serves, from its
+    /// descriptor (default none); the runner refuses to start a module
+    /// whose descriptor the reference would not read
+    /// ([`ModuleSpec::check_declarations`]). A job this process serves is
+    /// declared by its host ([`ModuleSpec::serve`]).
     #[must_use]
     pub fn job(mut self, job: pb::JobDescriptor) -> Self {
         self.descriptor.jobs.push(job);
         self
     }
 
-    /// Declares a job and serves it with `handler`: the runner hosts every
-    /// job declared this way in one [`crate::jobs::JobHost`] (started at the
-    /// reference's points, gated in a rollout), which needs discovery and
-    /// the document service.
-    #[must_use]
-    pub fn job_handler(
-        mut self,
-        spec: crate::jobs::JobSpec,
-        handler: impl crate::jobs::JobHandler,
-    ) -> Self {
-        self.descriptor.jobs.push(spec.to_descriptor());
-        self.job_handlers.push(spec, std::sync::Arc::new(handler));
-        self
-    }
-
-    /// How the runner's host of the jobs declared with
-    /// [`ModuleSpec::job_handler`] runs them: heartbeats, ack wait, backoff,
-    /// hand-back grace, retention (default [`crate::jobs::JobHostOptions::default`],
-    /// the reference's).
-    #[must_use]
-    pub fn job_host_options(mut self, options: crate::jobs::JobHostOptions) -> Self {
-        self.job_handlers.set_options(options);
-        self
-    }
-
-    /// Serves `host` (an agent or model host): what it serves joins the
-    /// descriptor now, and the runner binds and starts it after
-    /// `on_initialized`, drains it with the others and closes it after the
-    /// job hosts, hosts in the order they were given (serve models before
-    /// agents to close them in the reference's order).
+    /// Serves `host` (a `JobHost`, an `AgentHost` or a `ModelHost`, or
+    /// any [`crate::ServedHost`]): what it serves joins the descriptor
+    /// now; the runner binds it once the instance registered, starts it
+    /// after `on_initialized` (a job host at the rollout's cutover), drains
+    /// it with the others and closes it, job hosts first, then the others in
+    /// the order they were given (serve models before agents to close them
+    /// in the reference's order).
     #[must_use]
     pub fn serve(mut self, host: std::sync::Arc<dyn crate::host::ServedHost>) -> Self {
         host.declare(&mut self.descriptor);

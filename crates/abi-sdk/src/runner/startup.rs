@@ -12,10 +12,10 @@ use super::gate;
 use super::lifecycle::{Lifecycle, Parts, Started, hook_error};
 use super::{Context, MODULE_INBOX_PREFIX, Module, RunError, RunErrorKind};
 use crate::client::DiscoveryClient;
+use crate::client::proxy::Modules;
 use crate::config::{Config, DEFAULT_REFRESH_INTERVAL};
 use crate::error::CallErrorKind;
 use crate::health::HealthServer;
-use crate::proxy::Modules;
 use crate::session::{Rollout, Session};
 use crate::transport::Link;
 use crate::watch::WatchOptions;
@@ -40,7 +40,6 @@ impl<'a, M: Module> Lifecycle<'a, M> {
             token,
             hosts,
             job_hosts,
-            jobs,
             served,
             stop,
             local,
@@ -88,7 +87,9 @@ impl<'a, M: Module> Lifecycle<'a, M> {
             .as_ref()
             .map(|d| d.refresh_interval)
             .unwrap_or(DEFAULT_REFRESH_INTERVAL);
-        let gated = client.is_some() && !rollout.id.is_empty() && !job_hosts.is_empty();
+        let gated = client.is_some()
+            && !rollout.id.is_empty()
+            && (!job_hosts.is_empty() || served.iter().any(|h| h.gated()));
         let watched = discovery.as_ref().is_some_and(|d| d.watch);
         let watch = match &client {
             Some(c) if watched && (!dependencies.is_empty() || gated) => {
@@ -102,7 +103,6 @@ impl<'a, M: Module> Lifecycle<'a, M> {
             config,
             hosts,
             job_hosts,
-            jobs,
             served,
             stop,
             stopping,

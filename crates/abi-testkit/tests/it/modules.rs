@@ -450,3 +450,66 @@ async fn a_module_of_another_project_finds_no_service() {
     assert_eq!(err.kind(), RunErrorKind::Register);
     assert!(registry.instances("stray").is_empty());
 }
+
+/// A plain host that reports its close; `hangs` keeps the close going for good.
+struct Closing {
+    name: &'static str,
+    events: mpsc::UnboundedSender<String>,
+    hangs: bool,
+}
+
+impl abi_sdk::Host for Closing {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn close(&self, _deadline: tokio::time::Instant) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let _ = self.events.send(format!("{} close", self.name));
+            if self.hangs {
+                std::future::pending::<()>().await;
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_host_overrunning_its_close_leaves_time_for_the_next_host_and_on_unloaded() {
+    let registry = TestRegistry::new();
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let grace = Duration::from_secs(2);
+    let config = registry.config("closer").shutdown_grace(grace);
+    let host = |name, hangs| {
+        Arc::new(Closing {
+            name,
+            events: tx.clone(),
+            hangs,
+        })
+    };
+    let runner = registry
+        .runner(ModuleSpec::new("closer"))
+        .config(config)
+        .host(host("stuck", true))
+        .host(host("quick", false));
+    let module = abi_testkit::RunningModule::from_runner(runner, Probe::new("closer", &tx));
+    registry
+        .wait_for_status("closer", Status::Ready)
+        .await
+        .unwrap();
+
+    let asked = tokio::time::Instant::now();
+    tokio::time::timeout(DEADLINE, module.stop())
+        .await
+        .expect("the module stops")
+        .unwrap();
+    expect(&mut events, "stuck close").await;
+    expect(&mut events, "quick close").await;
+    expect(&mut events, "closer on_unloaded").await;
+    // Within the budget, with room for a slow machine.
+    assert!(
+        asked.elapsed() < grace + Duration::from_secs(2),
+        "stopped after {:?}",
+        asked.elapsed()
+    );
+    registry.wait_gone("closer").await.unwrap();
+}

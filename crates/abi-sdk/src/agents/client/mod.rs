@@ -1,5 +1,5 @@
 //! The caller side: [`AgentClient`] (one agent of one module, from
-//! [`crate::ModuleProxy::agent_client`]) and [`Invocation`] (one run),
+//! [`AgentsExt::agent_client`]) and [`Invocation`] (one run),
 //! wire-compatible with the reference's `AgentProxy`/`InvocationHandle`.
 //!
 //! Beyond the reference: submits spread over the READY replicas (a
@@ -20,7 +20,7 @@ pub use invocation::{Invocation, InvocationEvent, InvocationStatus};
 use abi_proto::agent::v1 as apb;
 use abi_wire::agents as wire;
 
-use crate::proxy::ModuleProxy;
+use crate::client::proxy::ModuleProxy;
 use crate::{CallErrorKind, ids};
 
 /// How a submit starts a run.
@@ -51,7 +51,7 @@ pub struct AgentClient {
     thread_id: Arc<Mutex<String>>,
     pub(crate) route: Arc<route::Route>,
     pub(crate) request_timeout: Duration,
-    pub(crate) signer: Option<crate::models::BoundSigner>,
+    pub(crate) signer: Option<crate::token::BoundSigner>,
 }
 
 impl std::fmt::Debug for AgentClient {
@@ -99,7 +99,7 @@ impl AgentClient {
     /// Signs the instance-bound tokens with `signer` instead of the
     /// client's module key (a tool holding the project secret).
     #[must_use]
-    pub fn bound_tokens(mut self, signer: crate::models::BoundSigner) -> Self {
+    pub fn bound_tokens(mut self, signer: crate::token::BoundSigner) -> Self {
         self.signer = Some(signer);
         self
     }
@@ -281,5 +281,19 @@ fn deadline(timeout: Option<Duration>) -> Result<u32, AgentError> {
             AgentErrorKind::InvalidArgument,
             "timeout must be 1..3600 seconds",
         )),
+    }
+}
+/// Agent clients from a module's proxy: `proxy.agent_client("echo")`
+/// (in [`crate::prelude`]).
+pub trait AgentsExt {
+    /// A client of this module's agent `name` (submit, status, cancel,
+    /// events, invoke, stream); no call is made until it is used.
+    /// [`ModuleProxy::agent`] looks up the agent's descriptor instead.
+    fn agent_client(&self, name: impl Into<String>) -> AgentClient;
+}
+
+impl AgentsExt for ModuleProxy {
+    fn agent_client(&self, name: impl Into<String>) -> AgentClient {
+        AgentClient::new(self.clone(), name.into())
     }
 }

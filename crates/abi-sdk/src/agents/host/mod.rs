@@ -21,6 +21,7 @@ mod claims;
 mod keyed;
 mod machine;
 mod ops;
+mod refusal;
 mod run;
 mod serve;
 mod submit;
@@ -29,23 +30,27 @@ mod view;
 
 use abi_wire::agents::RunStatus;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abi_document_model::CollectionSpec;
 use futures::future::BoxFuture;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::handler::{AgentHandler, AgentSpec};
 use crate::documents::DocumentClient;
 use crate::error::BoxError;
-use crate::host::{Host, ServedHost};
+use crate::host::{self, Host, ServedHost};
 use crate::session::SessionHandle;
 use crate::{CallError, DiscoveryClient};
 
 pub use upkeep::AgentRetention;
+
+/// The host's name in logs and errors.
+const HOST_NAME: &str = "agents";
 
 /// How a host serves its agents; defaults are the reference's where it has one.
 #[derive(Debug, Clone)]
@@ -132,8 +137,10 @@ impl Shared {
     }
 }
 
-/// Serves a module's agents. Declare it on the module with
-/// [`crate::ModuleSpec::serve`]; the runner binds, starts, drains and closes it.
+/// A module's agents and their handlers: what the module serves. Declare
+/// it on the module with [`crate::ModuleSpec::serve`]; the runner binds it
+/// once the instance registered ([`BoundAgentHost`]), starts, drains and
+/// closes it.
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -146,12 +153,11 @@ impl Shared {
 /// );
 /// let spec = ModuleSpec::new("acme.echo").serve(Arc::new(host));
 /// ```
+#[derive(Default)]
 pub struct AgentHost {
     agents: Vec<(AgentSpec, Arc<dyn AgentHandler>)>,
     options: AgentHostOptions,
-    shared: OnceLock<Arc<Shared>>,
-    loops: TaskTracker,
-    subscriptions: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    observers: Vec<BindObserver>,
 }
 
 impl std::fmt::Debug for AgentHost {
@@ -169,12 +175,27 @@ impl std::fmt::Debug for AgentHost {
     }
 }
 
+/// Called with each host bound from a declaration ([`AgentHost::on_bind`]).
+type BindObserver = Box<dyn Fn(&Arc<BoundAgentHost>) + Send + Sync>;
+
+/// An agent host bound to a running module: it serves once started.
+pub struct BoundAgentHost {
+    shared: Arc<Shared>,
+    loops: TaskTracker,
+    subscriptions: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for BoundAgentHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundAgentHost")
+            .field("instance_id", &self.shared.instance_id())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why an agent host cannot do what it was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentHostError {
-    /// The module has no NATS connection, discovery or registration.
-    #[error("the agent host needs NATS, discovery and a registration (and the document service)")]
-    Unbound,
     /// A NATS subscription failed.
     #[error("nats: {0}")]
     Nats(String),
@@ -183,22 +204,10 @@ pub enum AgentHostError {
     Documents(#[from] CallError),
 }
 
-impl Default for AgentHost {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl AgentHost {
     /// A host of no agent yet, with the default options.
     pub fn new() -> Self {
-        Self {
-            agents: Vec::new(),
-            options: AgentHostOptions::default(),
-            shared: OnceLock::new(),
-            loops: TaskTracker::new(),
-            subscriptions: Mutex::new(Vec::new()),
-        }
+        Self::default()
     }
 
     /// Serves `spec` with `handler`.
@@ -215,30 +224,30 @@ impl AgentHost {
         self
     }
 
-    /// How many runs execute here now.
-    pub fn running(&self) -> usize {
-        self.shared.get().map_or(0, |s| s.runs.len())
+    /// Calls `observer` with each running host the runner binds from this
+    /// declaration (once per run of the module), before it starts: a way to
+    /// keep a handle for [`BoundAgentHost::upkeep`] or
+    /// [`BoundAgentHost::running`] (default none).
+    #[must_use]
+    pub fn on_bind(
+        mut self,
+        observer: impl Fn(&Arc<BoundAgentHost>) + Send + Sync + 'static,
+    ) -> Self {
+        self.observers.push(Box::new(observer));
+        self
     }
 
-    /// One upkeep pass now (it also runs at start and every
-    /// `upkeep_interval`): releases claims of owners discovery no longer
-    /// lists, then applies the retention; returns (claims released, records
-    /// deleted).
-    ///
-    /// # Errors
-    ///
-    /// [`AgentHostError`] when unbound or a store call fails.
-    ///
-    /// # Cancel safety
-    ///
-    /// Not cancel safe: a cancelled pass may have released some claims or deleted some records and not others; the next pass finishes the work.
-    pub async fn upkeep(&self) -> Result<(usize, usize), AgentHostError> {
-        let shared = self.shared.get().ok_or(AgentHostError::Unbound)?;
-        upkeep::pass(shared).await
-    }
-
-    fn bind_links(&self, links: Links) {
-        let project = links.project.clone();
+    fn bind_links(&self, links: &host::Links) -> Arc<BoundAgentHost> {
+        let project = links.project().to_owned();
+        let links = Links {
+            nats: links.nats().clone(),
+            discovery: links.discovery().clone(),
+            documents: links.documents().clone(),
+            session: links.session().clone(),
+            module_id: links.module_id().to_owned(),
+            contract_major: links.session().descriptor().contract_major,
+            project: project.clone(),
+        };
         let shared = Shared {
             links,
             options: self.options.clone(),
@@ -261,11 +270,42 @@ impl AgentHost {
             calls: TaskTracker::new(),
             executing: TaskTracker::new(),
         };
-        let _ = self.shared.set(Arc::new(shared));
+        let bound = Arc::new(BoundAgentHost {
+            shared: Arc::new(shared),
+            loops: TaskTracker::new(),
+            subscriptions: Mutex::new(Vec::new()),
+        });
+        for observer in &self.observers {
+            observer(&bound);
+        }
+        bound
+    }
+}
+
+impl BoundAgentHost {
+    /// How many runs execute here now.
+    pub fn running(&self) -> usize {
+        self.shared.runs.len()
+    }
+
+    /// One upkeep pass now (it also runs at start and every
+    /// `upkeep_interval`): releases claims of owners discovery no longer
+    /// lists, then applies the retention; returns (claims released, records
+    /// deleted).
+    ///
+    /// # Errors
+    ///
+    /// [`AgentHostError`] when a store call fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled pass may have released some claims or deleted some records and not others; the next pass finishes the work.
+    pub async fn upkeep(&self) -> Result<(usize, usize), AgentHostError> {
+        upkeep::pass(&self.shared).await
     }
 
     async fn start_serving(&self) -> Result<(), AgentHostError> {
-        let shared = self.shared.get().ok_or(AgentHostError::Unbound)?.clone();
+        let shared = self.shared.clone();
         for name in [
             &shared.collections.runs,
             &shared.collections.claims,
@@ -283,16 +323,14 @@ impl AgentHost {
         self.loops.spawn(upkeep::run(shared.clone()));
         info!(
             instance_id = %shared.instance_id(),
-            agents = self.agents.len(),
+            agents = shared.handlers.len(),
             "agent host started"
         );
         Ok(())
     }
 
     async fn drain_within(&self, timeout: Duration) {
-        let Some(shared) = self.shared.get() else {
-            return;
-        };
+        let shared = &self.shared;
         shared
             .closing
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -300,38 +338,42 @@ impl AgentHost {
         let _ = tokio::time::timeout(timeout, shared.executing.wait()).await;
     }
 
-    async fn close_now(&self) {
-        let Some(shared) = self.shared.get() else {
-            return;
-        };
+    /// Stops receiving, answers what was received, cancels the runs still
+    /// going (their records say CANCELLED) and stops, each wait bounded by
+    /// `deadline`.
+    async fn close_by(&self, deadline: Instant) {
+        let shared = &self.shared;
         shared
             .closing
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        // Stop receiving, answer what was received, then stop what still runs.
         shared.stop.cancel();
         let subs = self
             .subscriptions
             .lock()
             .map(|mut s| std::mem::take(&mut *s))
             .unwrap_or_default();
-        for sub in subs {
-            let _ = sub.await;
+        let unsubscribed = futures::future::join_all(subs);
+        if tokio::time::timeout_at(deadline, unsubscribed)
+            .await
+            .is_err()
+        {
+            warn!("agent subscriptions still draining at the close deadline");
         }
         shared.calls.close();
-        shared.calls.wait().await;
+        let _ = tokio::time::timeout_at(deadline, shared.calls.wait()).await;
         for run in shared.runs.all() {
             run::cancel(shared, &run, RunStatus::Cancelled).await;
         }
         shared.executing.close();
-        shared.executing.wait().await;
+        let _ = tokio::time::timeout_at(deadline, shared.executing.wait()).await;
         self.loops.close();
-        self.loops.wait().await;
+        let _ = tokio::time::timeout_at(deadline, self.loops.wait()).await;
     }
 }
 
-impl Host for AgentHost {
+impl Host for BoundAgentHost {
     fn name(&self) -> &str {
-        "agents"
+        HOST_NAME
     }
 
     fn start(&self) -> BoxFuture<'_, Result<(), BoxError>> {
@@ -345,34 +387,23 @@ impl Host for AgentHost {
         })
     }
 
-    fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.close_now())
+    fn close(&self, deadline: Instant) -> BoxFuture<'_, ()> {
+        Box::pin(self.close_by(deadline))
     }
 }
 
 impl ServedHost for AgentHost {
+    fn name(&self) -> &str {
+        HOST_NAME
+    }
+
     fn declare(&self, descriptor: &mut abi_proto::discovery::v1::ModuleDescriptor) {
         for (spec, _) in &self.agents {
             descriptor.agents.push(spec.to_descriptor());
         }
     }
 
-    fn bind(&self, cx: &crate::Context) -> Result<(), BoxError> {
-        let (Some(nats), Some(discovery), Some(documents), Some(session)) =
-            (cx.nats(), cx.discovery(), cx.documents(), cx.session())
-        else {
-            return Err(Box::new(AgentHostError::Unbound));
-        };
-        let contract_major = session.descriptor().contract_major;
-        self.bind_links(Links {
-            nats: nats.clone(),
-            project: discovery.project().to_owned(),
-            discovery: discovery.clone(),
-            documents,
-            session: session.clone(),
-            module_id: cx.module_id().to_owned(),
-            contract_major,
-        });
-        Ok(())
+    fn bind(&self, links: &host::Links) -> Arc<dyn Host> {
+        self.bind_links(links)
     }
 }

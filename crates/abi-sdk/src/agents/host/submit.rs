@@ -11,7 +11,7 @@ use abi_proto::agent::v1 as apb;
 use abi_wire::agents as wire;
 
 use super::machine::{self, Found};
-use super::ops::Refusal;
+use super::refusal::Refusal;
 use super::run::{self, Run, Start, Stored};
 use super::{Shared, claims};
 use crate::CallErrorKind;

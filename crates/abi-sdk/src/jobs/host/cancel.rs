@@ -50,7 +50,7 @@ pub(super) async fn authorized(shared: &Shared, msg: &async_nats::Message) -> bo
     let caller = DocumentClient::new(
         shared.links.nats.clone(),
         TokenSource::issued(token),
-        shared.module_id.clone(),
+        shared.links.module_id.clone(),
     );
     match caller.get(&shared.collection, &run_id).await {
         Ok(_) => true,
@@ -115,7 +115,7 @@ async fn cancel(
                 (field::CREATED_AT, Value::from(now.as_str())),
                 (field::JOB, job.spec.name().into()),
                 (field::RUN_ID, run_id.into()),
-                (field::MODULE_ID, shared.module_id.as_str().into()),
+                (field::MODULE_ID, shared.links.module_id.as_str().into()),
                 (field::STATUS, wire::CANCELLED.into()),
                 (field::ATTEMPT, Value::Int(0)),
                 (

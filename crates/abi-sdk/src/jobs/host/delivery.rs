@@ -14,39 +14,20 @@ use std::time::Duration;
 use abi_document_model::{Data, Datetime, Document, Value};
 use abi_wire::jobs::{self as wire, Ack, RunStatus, field};
 use async_nats::jetstream::Message;
-use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
+use super::ack::reply;
 use super::machine::{self, Decision, Facts};
+use super::record::logs;
 use super::record::{self, Fence, Saved};
 use super::supervise::{Outcome, supervise};
 use super::{Job, Shared};
+use crate::documents::json::to_doc;
 use crate::jobs::JobContext;
-use crate::jobs::json::to_doc;
 use crate::jobs::time::{fired_at, iso_after, now_iso};
 
 /// The error a handed-back run's record shows until it runs again.
 pub const HANDED_BACK: &str = "Handed back by host shutdown";
-
-/// Answers a delivery (nats-py's bytes for `ack`).
-pub(super) async fn reply(shared: &Shared, msg: &Message, ack: Ack) {
-    let Some(reply) = &msg.reply else {
-        return;
-    };
-    if let Err(err) = shared
-        .links
-        .nats
-        .publish(reply.clone(), Bytes::copy_from_slice(&ack.body()))
-        .await
-    {
-        warn!(error = %err, "could not acknowledge a job delivery");
-    }
-}
-
-/// A trigger fetched while the host stops: redeliver it now, elsewhere.
-pub(super) async fn hand_back_unstarted(shared: &Shared, msg: &Message) {
-    reply(shared, msg, Ack::Nak(None)).await;
-}
 
 fn backoff(shared: &Shared, attempt: u32) -> Duration {
     backoff_delay(
@@ -308,7 +289,7 @@ async fn run_attempt(
     };
     put(field::JOB, job.spec.name().into());
     put(field::RUN_ID, run_id.into());
-    put(field::MODULE_ID, shared.module_id.as_str().into());
+    put(field::MODULE_ID, shared.links.module_id.as_str().into());
     put(field::STATUS, RunStatus::Running.as_str().into());
     put(field::ATTEMPT, Value::Int(attempt));
     put(
@@ -384,7 +365,7 @@ async fn run_attempt(
             fields.insert(field::LOGS.into(), logs(&cx));
             if msg.reply.is_none() {
                 // Re-driven here: released to any host's upkeep.
-                fields.insert(super::retry::OWNER.into(), "".into());
+                fields.insert(field::RETRY_OWNER.into(), "".into());
             }
             match record::save(shared, run_id, &fields, &mut fence).await {
                 Ok(Saved::Written) => reply(shared, msg, Ack::Nak(None)).await,
@@ -423,13 +404,9 @@ async fn run_attempt(
     Step::Done
 }
 
-pub(super) fn logs(cx: &JobContext) -> Value {
-    Value::List(cx.logs().into_iter().map(Value::from).collect())
-}
-
 /// The reference's `_result`: the value, or a preview when its JSON passes 64 KiB.
 fn result_value(value: &serde_json::Value) -> Value {
-    let encoded = abi_pyjson::dumps_default(&crate::jobs::json::to_py(value));
+    let encoded = abi_pyjson::dumps_default(&crate::documents::json::to_py(value));
     if encoded.len() > wire::MAX_RESULT_BYTES {
         let preview: String = encoded.chars().take(2000).collect();
         let mut data = Data::new();
@@ -488,7 +465,7 @@ async fn finish(
     if status == RunStatus::Retrying {
         fields.insert(field::RETRY_AT.into(), iso_after(retry_delay).into());
         fields.insert(
-            super::retry::OWNER.into(),
+            field::RETRY_OWNER.into(),
             shared.links.instance_id.as_str().into(),
         );
     }
@@ -529,7 +506,7 @@ async fn finish(
     }
     reply(shared, msg, becomes.ack).await;
     if status == RunStatus::Retrying {
-        super::retry::schedule(shared, job, run_id, sequence, retry_delay);
+        shared.retries.schedule(job, run_id, sequence, retry_delay);
     }
 }
 
@@ -587,7 +564,7 @@ async fn later(
     if msg.reply.is_some() {
         reply(shared, msg, Ack::Nak(Some(delay))).await;
     } else {
-        super::retry::schedule(shared, job, run_id, sequence, delay);
+        shared.retries.schedule(job, run_id, sequence, delay);
     }
 }
 

@@ -88,7 +88,7 @@ async fn bridge(shared: &Shared, job: &Job, event: &Message, filter: Option<&ser
     let body = format!(
         "{{\"subject\": {}, \"data\": {}}}",
         abi_pyjson::json_string(event.subject.as_str()),
-        abi_pyjson::dumps_default(&crate::jobs::json::to_py(&data))
+        abi_pyjson::dumps_default(&crate::documents::json::to_py(&data))
     );
     let sent = async {
         shared

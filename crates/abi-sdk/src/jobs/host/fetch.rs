@@ -73,12 +73,12 @@ pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsum
                 }
             };
             if shared.fetching.is_cancelled() {
-                delivery::hand_back_unstarted(&shared, &message).await;
+                super::ack::hand_back_unstarted(&shared, &message).await;
                 continue;
             }
             let Some(permit) = permits.pop() else {
                 // More than asked for cannot arrive; hand it back if it does.
-                delivery::hand_back_unstarted(&shared, &message).await;
+                super::ack::hand_back_unstarted(&shared, &message).await;
                 continue;
             };
             let (shared, job) = (shared.clone(), job.clone());

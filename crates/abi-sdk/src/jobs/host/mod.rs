@@ -11,32 +11,36 @@
 //! `machine.rs` (what a delivery does, given its record: pure, table-tested),
 //! `schedules.rs` (one schedule message per Cron/Every, never republished
 //! unchanged), `events.rs` (OnEvent bridges), `reaper.rs` (lost runs),
-//! `retry.rs` (retries that hold no slot during their backoff),
+//! `retry.rs` (the retry driver: retries that hold no slot during their
+//! backoff), `retry_queue.rs` (where deliveries leave the retries they
+//! decide on), `ack.rs` (answering a delivery),
 //! `retention.rs` (pruning finished runs), `coalesce.rs` (skipping ticks
 //! that fired while a run was going), `payload.rs` (claim checks).
 
+mod ack;
 mod cancel;
 mod coalesce;
 mod consumer;
 mod delivery;
 mod events;
 mod fetch;
-mod handlers;
 mod machine;
 mod payload;
 mod reaper;
 mod record;
 mod retention;
 mod retry;
+mod retry_queue;
 mod runs;
 pub(crate) mod schedules;
 mod supervise;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -44,11 +48,13 @@ use tracing::{info, warn};
 use super::{JobHandler, JobSpec};
 use crate::documents::DocumentClient;
 use crate::error::BoxError;
-use crate::host::Host;
+use crate::host::{Host, Links, ServedHost};
 
 pub use consumer::consumer_config;
-pub use handlers::JobHandlers;
 pub use retention::JobRetention;
+
+/// The host's name in logs and errors.
+const HOST_NAME: &str = "jobs";
 
 /// The part of a drain kept for writing handed-back records.
 const HANDBACK_SAVE_RESERVE: Duration = Duration::from_secs(1);
@@ -110,7 +116,7 @@ pub(crate) struct Job {
     pub(crate) subjects: abi_wire::jobs::JobSubjects,
 }
 
-/// What the host talks to.
+/// What a job host talks to.
 #[derive(Clone, Debug)]
 pub struct JobHostLinks {
     /// The module's NATS connection.
@@ -119,12 +125,25 @@ pub struct JobHostLinks {
     pub documents: DocumentClient,
     /// The project (`ABI_PROJECT`).
     pub project: String,
+    /// The module whose jobs these are.
+    pub module_id: String,
     /// The registration's instance id, written on every record.
     pub instance_id: String,
 }
 
+impl From<&Links> for JobHostLinks {
+    fn from(links: &Links) -> Self {
+        Self {
+            nats: links.nats().clone(),
+            documents: links.documents().clone(),
+            project: links.project().to_owned(),
+            module_id: links.module_id().to_owned(),
+            instance_id: links.instance_id().to_owned(),
+        }
+    }
+}
+
 pub(crate) struct Shared {
-    pub(crate) module_id: String,
     pub(crate) options: JobHostOptions,
     pub(crate) links: JobHostLinks,
     pub(crate) js: async_nats::jetstream::Context,
@@ -139,23 +158,36 @@ pub(crate) struct Shared {
     /// Cancelled on close: retries of completion saves give up.
     pub(crate) closing: CancellationToken,
     pub(crate) tasks: TaskTracker,
+    /// The retries deliveries decided on, for the retry driver.
+    pub(crate) retries: retry_queue::RetryQueue,
 }
 
-/// Serves one module's jobs. Give it to the runner with
-/// [`crate::Runner::job_host`], or declare jobs with
-/// [`crate::ModuleSpec::job_handler`] and the runner hosts them.
+/// A module's jobs and their handlers: what the module serves. Declare it
+/// with [`crate::ModuleSpec::serve`] (or each job with
+/// [`crate::ModuleSpec::job_handler`]) and the runner binds it once the
+/// instance registered, prepares it, starts it at the rollout's cutover,
+/// drains and closes it. [`JobHost::bind`] makes a running host by hand.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use abi_sdk::jobs::{JobContext, JobHost, JobResult, JobSpec};
+///
+/// # fn f() -> Result<(), abi_sdk::jobs::JobSpecError> {
+/// let host = JobHost::new().job(JobSpec::new("ingest")?, |_cx: JobContext| async {
+///     JobResult::Ok(serde_json::json!({"done": true}))
+/// });
+/// let spec = abi_sdk::ModuleSpec::new("acme.ingest").serve(Arc::new(host));
+/// # let _ = spec; Ok(()) }
+/// ```
+#[derive(Clone, Default)]
 pub struct JobHost {
-    module_id: String,
     jobs: Vec<(JobSpec, Arc<dyn JobHandler>)>,
     options: JobHostOptions,
-    shared: OnceLock<Arc<Shared>>,
-    loops: TaskTracker,
 }
 
 impl std::fmt::Debug for JobHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobHost")
-            .field("module_id", &self.module_id)
             .field(
                 "jobs",
                 &self.jobs.iter().map(|(s, _)| s.name()).collect::<Vec<_>>(),
@@ -164,12 +196,29 @@ impl std::fmt::Debug for JobHost {
     }
 }
 
+/// A job host bound to its links ([`JobHost::bind`]): it serves once
+/// started, and the runner (or its owner) drains and closes it.
+pub struct BoundJobHost {
+    jobs: Vec<Job>,
+    shared: Arc<Shared>,
+    loops: TaskTracker,
+}
+
+impl std::fmt::Debug for BoundJobHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundJobHost")
+            .field("module_id", &self.shared.links.module_id)
+            .field(
+                "jobs",
+                &self.jobs.iter().map(|j| j.spec.name()).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why a job host cannot do what it was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum JobHostError {
-    /// `bind` was not called (the runner binds once the module registered).
-    #[error("the job host has no NATS connection or document service yet")]
-    Unbound,
     /// A JetStream call failed.
     #[error("jetstream: {0}")]
     JetStream(String),
@@ -179,15 +228,9 @@ pub enum JobHostError {
 }
 
 impl JobHost {
-    /// A host of `module_id`'s jobs with the reference's defaults.
-    pub fn new(module_id: impl Into<String>) -> Self {
-        Self {
-            module_id: module_id.into(),
-            jobs: Vec::new(),
-            options: JobHostOptions::default(),
-            shared: OnceLock::new(),
-            loops: TaskTracker::new(),
-        }
+    /// A host of no job yet, with the reference's defaults.
+    pub fn new() -> Self {
+        Self::default()
     }
 
     /// Serves `spec` with `handler`.
@@ -204,16 +247,38 @@ impl JobHost {
         self
     }
 
-    /// Connects the host to NATS and the document service; once, before
-    /// `prepare` (later calls are ignored).
-    pub fn bind(&self, links: JobHostLinks) {
-        let js = async_nats::jetstream::new(links.nats.clone());
+    /// Whether no job is declared.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// The declared descriptors, for the module's discovery descriptor.
+    pub fn descriptors(&self) -> Vec<abi_proto::discovery::v1::JobDescriptor> {
+        self.jobs.iter().map(|(s, _)| s.to_descriptor()).collect()
+    }
+
+    /// A running host of these jobs over `links`; nothing is created or
+    /// subscribed until [`BoundJobHost::prepare_consumers`] and
+    /// [`BoundJobHost::start_serving`].
+    pub fn bind(&self, links: JobHostLinks) -> BoundJobHost {
+        let jobs = self
+            .jobs
+            .iter()
+            .map(|(spec, handler)| Job {
+                spec: spec.clone(),
+                handler: handler.clone(),
+                subjects: abi_wire::jobs::JobSubjects::new(
+                    &links.project,
+                    &links.module_id,
+                    spec.name(),
+                ),
+            })
+            .collect();
         let shared = Shared {
-            module_id: self.module_id.clone(),
             options: self.options.clone(),
             collection: abi_wire::jobs::runs_collection(&links.project),
             stream: abi_wire::jobs::stream(&links.project),
-            js,
+            js: async_nats::jetstream::new(links.nats.clone()),
             links,
             runs: runs::Runs::default(),
             slots: self
@@ -227,37 +292,17 @@ impl JobHost {
             fetching: CancellationToken::new(),
             closing: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            retries: retry_queue::RetryQueue::new(),
         };
-        let _ = self.shared.set(Arc::new(shared));
+        BoundJobHost {
+            jobs,
+            shared: Arc::new(shared),
+            loops: TaskTracker::new(),
+        }
     }
+}
 
-    /// Binds the host to a running module: its NATS connection, its
-    /// documents, its project and its registration's instance id.
-    ///
-    /// # Errors
-    ///
-    /// [`JobHostError::Unbound`] without NATS, discovery or a registration
-    /// (jobs need the document service, reached through discovery's token).
-    pub fn bind_context(&self, cx: &crate::Context) -> Result<(), JobHostError> {
-        let (Some(nats), Some(documents), Some(discovery), Some(session)) =
-            (cx.nats(), cx.documents(), cx.discovery(), cx.session())
-        else {
-            return Err(JobHostError::Unbound);
-        };
-        self.bind(JobHostLinks {
-            nats: nats.clone(),
-            documents,
-            project: discovery.project().to_owned(),
-            instance_id: session.instance_id().to_owned(),
-        });
-        Ok(())
-    }
-
-    /// The declared descriptors, for the module's discovery descriptor.
-    pub fn descriptors(&self) -> Vec<abi_proto::discovery::v1::JobDescriptor> {
-        self.jobs.iter().map(|(s, _)| s.to_descriptor()).collect()
-    }
-
+impl BoundJobHost {
     /// One reaper pass now (it also runs at start and every
     /// `upkeep_interval`): fails the runs nothing will finish; returns how many.
     ///
@@ -269,8 +314,7 @@ impl JobHost {
     ///
     /// Not cancel safe: a cancelled pass may have failed some lost runs and not others (each write is compare-and-swap, so none twice); the next pass goes on.
     pub async fn reap_lost_runs(&self) -> Result<usize, JobHostError> {
-        let shared = self.shared()?;
-        reaper::reap(shared, &self.jobs(shared)).await
+        reaper::reap(&self.shared, &self.jobs).await
     }
 
     /// One retention pass now (the upkeep runs one after each reaper pass):
@@ -285,35 +329,15 @@ impl JobHost {
     ///
     /// Not cancel safe: a cancelled pass may have deleted part of its batch; the next pass goes on.
     pub async fn prune(&self) -> Result<u64, JobHostError> {
-        let shared = self.shared()?;
-        match &shared.options.retention {
-            Some(retention) => retention::prune(shared, &self.jobs(shared), retention).await,
+        match &self.shared.options.retention {
+            Some(retention) => retention::prune(&self.shared, &self.jobs, retention).await,
             None => Ok(0),
         }
     }
 
     /// How many runs this host is running now.
     pub fn running(&self) -> usize {
-        self.shared.get().map_or(0, |s| s.runs.len())
-    }
-
-    fn shared(&self) -> Result<&Arc<Shared>, JobHostError> {
-        self.shared.get().ok_or(JobHostError::Unbound)
-    }
-
-    fn jobs(&self, shared: &Shared) -> Vec<Job> {
-        self.jobs
-            .iter()
-            .map(|(spec, handler)| Job {
-                spec: spec.clone(),
-                handler: handler.clone(),
-                subjects: abi_wire::jobs::JobSubjects::new(
-                    &shared.links.project,
-                    &self.module_id,
-                    spec.name(),
-                ),
-            })
-            .collect()
+        self.shared.runs.len()
     }
 
     /// Creates the consumers that are missing, and nothing else.
@@ -326,9 +350,8 @@ impl JobHost {
     ///
     /// Not cancel safe: a cancelled call may have created some consumers; calling it again creates the rest.
     pub async fn prepare_consumers(&self) -> Result<(), JobHostError> {
-        let shared = self.shared()?;
-        for job in self.jobs(shared) {
-            consumer::create_if_missing(shared, &job).await?;
+        for job in &self.jobs {
+            consumer::create_if_missing(&self.shared, job).await?;
         }
         Ok(())
     }
@@ -344,9 +367,9 @@ impl JobHost {
     ///
     /// Not cancel safe: a cancelled start may leave consumers, schedules or subscriptions set up without the fetch loops; close the host.
     pub async fn start_serving(&self) -> Result<(), JobHostError> {
-        let shared = self.shared()?.clone();
+        let shared = self.shared.clone();
         record::ensure_collection(&shared).await?;
-        let jobs = self.jobs(&shared);
+        let jobs = self.jobs.clone();
         let mut consumers = Vec::new();
         for job in &jobs {
             consumers.push(consumer::create_or_update(&shared, job).await?);
@@ -427,6 +450,9 @@ impl JobHost {
                 }
             });
         }
+        if let Some(queue) = shared.retries.take_receiver() {
+            self.loops.spawn(retry::drive(shared.clone(), queue));
+        }
         for (job, consumer) in jobs.into_iter().zip(consumers) {
             let job = Arc::new(job);
             events::subscribe(&shared, &job, &self.loops).await?;
@@ -440,7 +466,7 @@ impl JobHost {
             .flush()
             .await
             .map_err(|e| JobHostError::JetStream(e.to_string()))?;
-        info!(module_id = %self.module_id, jobs = self.jobs.len(), "job host started");
+        info!(module_id = %shared.links.module_id, jobs = self.jobs.len(), "job host started");
         Ok(())
     }
 
@@ -453,9 +479,7 @@ impl JobHost {
     /// the hand-back of runs still going at the deadline (they run on to
     /// their end); follow it with [`JobHost::close_now`].
     pub async fn drain_within(&self, timeout: Duration) {
-        let Some(shared) = self.shared.get() else {
-            return;
-        };
+        let shared = &self.shared;
         shared.fetching.cancel();
         // What a hand-back needs: the handler's grace, then one record write.
         let reserve = shared.options.handback_grace + HANDBACK_SAVE_RESERVE;
@@ -471,21 +495,33 @@ impl JobHost {
         }
     }
 
-    /// Hands back every run still going, waits for their records, and stops.
+    /// Hands back every run still going, waits for their records, and
+    /// stops; [`BoundJobHost::close_by`] with three hand-back graces for each
+    /// of its two waits.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`BoundJobHost::close_by`].
+    pub async fn close_now(&self) {
+        let grace = self.shared.options.handback_grace * 3;
+        self.close_by(Instant::now() + grace * 2).await;
+    }
+
+    /// Hands back every run still going, waits for their records (at most
+    /// three hand-back graces, and not past `deadline`), then stops the
+    /// loops by `deadline`.
     ///
     /// # Cancel safety
     ///
     /// Not cancel safe: runs are handed back first, but a cancelled call may
     /// leave the host's loops running; call it again.
-    pub async fn close_now(&self) {
-        let Some(shared) = self.shared.get() else {
-            return;
-        };
+    pub async fn close_by(&self, deadline: Instant) {
+        let shared = &self.shared;
         shared.fetching.cancel();
         shared.runs.hand_back_all();
         shared.tasks.close();
-        let grace = shared.options.handback_grace * 3;
-        if tokio::time::timeout(grace, shared.tasks.wait())
+        let saves_until = deadline.min(Instant::now() + shared.options.handback_grace * 3);
+        if tokio::time::timeout_at(saves_until, shared.tasks.wait())
             .await
             .is_err()
         {
@@ -493,7 +529,7 @@ impl JobHost {
         }
         shared.closing.cancel();
         self.loops.close();
-        let _ = tokio::time::timeout(grace, self.loops.wait()).await;
+        let _ = tokio::time::timeout_at(deadline, self.loops.wait()).await;
     }
 }
 
@@ -501,9 +537,9 @@ fn hosted_jobs(jobs: &[Job]) -> Vec<Arc<Job>> {
     jobs.iter().cloned().map(Arc::new).collect()
 }
 
-impl Host for JobHost {
+impl Host for BoundJobHost {
     fn name(&self) -> &str {
-        "jobs"
+        HOST_NAME
     }
 
     fn prepare(&self) -> BoxFuture<'_, Result<(), BoxError>> {
@@ -521,7 +557,25 @@ impl Host for JobHost {
         })
     }
 
-    fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.close_now())
+    fn close(&self, deadline: Instant) -> BoxFuture<'_, ()> {
+        Box::pin(self.close_by(deadline))
+    }
+}
+
+impl ServedHost for JobHost {
+    fn name(&self) -> &str {
+        HOST_NAME
+    }
+
+    fn declare(&self, descriptor: &mut abi_proto::discovery::v1::ModuleDescriptor) {
+        descriptor.jobs.extend(self.descriptors());
+    }
+
+    fn gated(&self) -> bool {
+        true
+    }
+
+    fn bind(&self, links: &Links) -> Arc<dyn Host> {
+        Arc::new(JobHost::bind(self, JobHostLinks::from(links)))
     }
 }

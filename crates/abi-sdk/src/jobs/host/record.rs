@@ -14,6 +14,7 @@ use abi_wire::jobs::{self as wire, field};
 use super::{JobHostError, Shared};
 use crate::CallErrorKind;
 use crate::error::CallError;
+use crate::jobs::JobContext;
 
 /// The record fields the reference indexes (retention and the UI query them).
 const INDEXED: [&str; 3] = [field::JOB, field::STATUS, field::FINISHED_AT];
@@ -181,4 +182,8 @@ async fn put_merged(
     let mut data = over.clone();
     data.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
     write(shared, run_id, data, version).await
+}
+/// The handler's log lines as the record stores them.
+pub(super) fn logs(cx: &JobContext) -> Value {
+    Value::List(cx.logs().into_iter().map(Value::from).collect())
 }

@@ -25,15 +25,17 @@ use abi_wire::jobs::{self as wire, field};
 use async_nats::jetstream::Message;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt as _;
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::delivery::{self, Meta, Prior};
+use super::retry_queue::Due;
 use super::{Job, JobHostError, Shared, record};
 use crate::CallErrorKind;
 use crate::jobs::time::now_iso;
 
 /// The record field naming the host that re-drives a RETRYING run.
-pub(super) const OWNER: &str = "retry_owner";
+const OWNER: &str = field::RETRY_OWNER;
 
 fn text(data: &Data, key: &str) -> Option<String> {
     match data.get(key) {
@@ -42,15 +44,25 @@ fn text(data: &Data, key: &str) -> Option<String> {
     }
 }
 
+/// The retry driver: runs each retry the deliveries queue, until the host
+/// closes.
+pub(super) async fn drive(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceiver<Due>) {
+    loop {
+        let due = tokio::select! {
+            biased;
+            () = shared.closing.cancelled() => return,
+            due = queue.recv() => match due {
+                Some(due) => due,
+                None => return,
+            },
+        };
+        schedule(&shared, &due.job, &due.run_id, due.sequence, due.delay);
+    }
+}
+
 /// Runs the next attempt of `run_id` after `delay`, in one of the job's
 /// slots, unless the host stops first (then another host's upkeep does).
-pub(super) fn schedule(
-    shared: &Arc<Shared>,
-    job: &Arc<Job>,
-    run_id: &str,
-    sequence: u64,
-    delay: Duration,
-) {
+fn schedule(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u64, delay: Duration) {
     let (shared, job, run_id) = (shared.clone(), job.clone(), run_id.to_owned());
     let tasks = shared.tasks.clone();
     tasks.spawn(async move {

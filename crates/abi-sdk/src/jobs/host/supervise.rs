@@ -10,7 +10,8 @@ use async_nats::jetstream::Message;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::delivery::{logs, reply};
+use super::ack::reply;
+use super::record::logs;
 use super::record::{self, Fence, Saved};
 use super::runs::Control;
 use super::{Job, Shared};

@@ -24,7 +24,7 @@ mod chat;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abi_proto::discovery::v1 as pb;
@@ -35,6 +35,7 @@ use futures::future::BoxFuture;
 use prost::Message as _;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -44,11 +45,14 @@ use self::chat::{Incoming, Refusal};
 use super::spec::{ChatHandler, ChatModelSpec, DeclareError, DeclareErrorKind};
 use crate::client::DiscoveryClient;
 use crate::error::BoxError;
-use crate::host::{Host, ServedHost};
+use crate::host::{self, Host, ServedHost};
 use crate::session::SessionHandle;
 
 /// Chats that may wait for a free slot beyond the running ones, by default.
 pub const DEFAULT_QUEUE: usize = 256;
+
+/// The host's name in logs and errors.
+const HOST_NAME: &str = "models";
 
 /// How long close waits for the answers of the chats it stopped.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -71,25 +75,32 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// let spec = abi_sdk::ModuleSpec::new("provider").serve(Arc::new(host));
 /// # let _ = spec; Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct ModelHost {
-    shared: Arc<Shared>,
+    models: BTreeMap<String, Served>,
     max_concurrency: usize,
     queue: usize,
+}
+
+/// A model host bound to a running module: it serves once started.
+struct BoundModelHost {
+    shared: Arc<Shared>,
 }
 
 /// What the chats of one host share.
 pub(crate) struct Shared {
     models: BTreeMap<String, Served>,
-    links: OnceLock<Links>,
+    links: Links,
     draining: AtomicBool,
     /// Cancelled by close: readers stop, chats still going are answered.
     closed: CancellationToken,
     chats: TaskTracker,
     readers: Mutex<Vec<JoinHandle<()>>>,
     grants: Grants,
-    slots: OnceLock<Slots>,
+    slots: Slots,
 }
 
+#[derive(Clone)]
 struct Served {
     spec: ChatModelSpec,
     handler: Arc<dyn ChatHandler>,
@@ -111,7 +122,7 @@ struct Slots {
 impl std::fmt::Debug for ModelHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ModelHost")
-            .field("models", &self.shared.models.keys().collect::<Vec<_>>())
+            .field("models", &self.models.keys().collect::<Vec<_>>())
             .field("max_concurrency", &self.max_concurrency)
             .field("queue", &self.queue)
             .finish_non_exhaustive()
@@ -129,16 +140,7 @@ impl ModelHost {
     /// at once with [`DEFAULT_QUEUE`] more waiting.
     pub fn new() -> Self {
         Self {
-            shared: Arc::new(Shared {
-                models: BTreeMap::new(),
-                links: OnceLock::new(),
-                draining: AtomicBool::new(false),
-                closed: CancellationToken::new(),
-                chats: TaskTracker::new(),
-                readers: Mutex::new(Vec::new()),
-                grants: Grants::default(),
-                slots: OnceLock::new(),
-            }),
+            models: BTreeMap::new(),
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             queue: DEFAULT_QUEUE,
         }
@@ -156,19 +158,13 @@ impl ModelHost {
         handler: impl ChatHandler,
     ) -> Result<Self, DeclareError> {
         let name = spec.name().to_owned();
-        let Some(shared) = Arc::get_mut(&mut self.shared) else {
-            return Err(DeclareError::new(
-                DeclareErrorKind::Duplicate,
-                "models are declared before the host is shared",
-            ));
-        };
-        if shared.models.contains_key(&name) {
+        if self.models.contains_key(&name) {
             return Err(DeclareError::new(
                 DeclareErrorKind::Duplicate,
                 format!("chat model {name:?} is declared twice"),
             ));
         }
-        shared.models.insert(
+        self.models.insert(
             name,
             Served {
                 spec,
@@ -195,8 +191,7 @@ impl ModelHost {
 
     /// The declared models, as the descriptor carries them.
     pub fn descriptors(&self) -> Vec<pb::ModelDescriptor> {
-        self.shared
-            .models
+        self.models
             .values()
             .map(|m| pb::ModelDescriptor {
                 name: m.spec.name().to_owned(),
@@ -206,17 +201,37 @@ impl ModelHost {
             .collect()
     }
 
+    /// A running host of these models over `links`.
+    fn bind_links(&self, links: &host::Links) -> BoundModelHost {
+        let shared = Shared {
+            models: self.models.clone(),
+            links: Links {
+                nats: links.nats().clone(),
+                discovery: links.discovery().clone(),
+                session: links.session().clone(),
+            },
+            draining: AtomicBool::new(false),
+            closed: CancellationToken::new(),
+            chats: TaskTracker::new(),
+            readers: Mutex::new(Vec::new()),
+            grants: Grants::default(),
+            slots: Slots {
+                running: Arc::new(Semaphore::new(self.max_concurrency)),
+                admitted: Arc::new(Semaphore::new(self.max_concurrency + self.queue)),
+            },
+        };
+        BoundModelHost {
+            shared: Arc::new(shared),
+        }
+    }
+}
+
+impl BoundModelHost {
     /// Subscribes every model's subject, then confirms the subscriptions
     /// with a round trip (the reference's `flush_to_broker`).
     async fn start_serving(&self) -> Result<(), BoxError> {
         let shared = &self.shared;
-        let links = shared
-            .links()
-            .ok_or("the model host was not bound to the module")?;
-        let slots = shared.slots.get_or_init(|| Slots {
-            running: Arc::new(Semaphore::new(self.max_concurrency)),
-            admitted: Arc::new(Semaphore::new(self.max_concurrency + self.queue)),
-        });
+        let (links, slots) = (&shared.links, &shared.slots);
         let project = links.discovery.project().to_owned();
         let instance_id = links.session.instance_id().to_owned();
         for name in shared.models.keys() {
@@ -252,16 +267,22 @@ impl ModelHost {
         }
     }
 
-    /// Unsubscribes, answers the chats still going, and stops them.
-    async fn close_now(&self) {
+    /// Unsubscribes, answers the chats still going, and stops them, by
+    /// `deadline` (the answers get at most their close grace).
+    async fn close_by(&self, deadline: Instant) {
         self.shared.draining.store(true, Ordering::SeqCst);
         self.shared.closed.cancel();
         let readers = std::mem::take(&mut *self.shared.lock_readers());
-        for reader in readers {
-            let _ = reader.await;
+        let unsubscribed = futures::future::join_all(readers);
+        if tokio::time::timeout_at(deadline, unsubscribed)
+            .await
+            .is_err()
+        {
+            warn!("chat subscriptions still closing at the close deadline");
         }
         self.shared.chats.close();
-        if tokio::time::timeout(CLOSE_GRACE, self.shared.chats.wait())
+        let answers_until = deadline.min(Instant::now() + CLOSE_GRACE);
+        if tokio::time::timeout_at(answers_until, self.shared.chats.wait())
             .await
             .is_err()
         {
@@ -271,8 +292,8 @@ impl ModelHost {
 }
 
 impl Shared {
-    pub(crate) fn links(&self) -> Option<&Links> {
-        self.links.get()
+    pub(crate) fn links(&self) -> &Links {
+        &self.links
     }
 
     pub(crate) fn is_draining(&self) -> bool {
@@ -373,9 +394,7 @@ async fn send(
     reply_to: &async_nats::Subject,
     response: abi_proto::model_registry::v1::ChatResponse,
 ) {
-    let Some(links) = shared.links() else {
-        return;
-    };
+    let links = shared.links();
     let mut bytes = response.encode_to_vec();
     let limit = links.nats.server_info().max_payload;
     if bytes.len() > limit {
@@ -391,9 +410,9 @@ async fn send(
     }
 }
 
-impl Host for ModelHost {
+impl Host for BoundModelHost {
     fn name(&self) -> &str {
-        "models"
+        HOST_NAME
     }
 
     fn start(&self) -> BoxFuture<'_, Result<(), BoxError>> {
@@ -407,12 +426,16 @@ impl Host for ModelHost {
         })
     }
 
-    fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.close_now())
+    fn close(&self, deadline: Instant) -> BoxFuture<'_, ()> {
+        Box::pin(self.close_by(deadline))
     }
 }
 
 impl ServedHost for ModelHost {
+    fn name(&self) -> &str {
+        HOST_NAME
+    }
+
     fn declare(&self, descriptor: &mut pb::ModuleDescriptor) {
         for model in self.descriptors() {
             if !descriptor.models.iter().any(|m| m.name == model.name) {
@@ -421,20 +444,7 @@ impl ServedHost for ModelHost {
         }
     }
 
-    fn bind(&self, cx: &crate::Context) -> Result<(), BoxError> {
-        let (Some(nats), Some(discovery), Some(session)) =
-            (cx.nats(), cx.discovery(), cx.session())
-        else {
-            return Err("chat models need a NATS connection and discovery".into());
-        };
-        let links = Links {
-            nats: nats.clone(),
-            discovery: discovery.clone(),
-            session: session.clone(),
-        };
-        self.shared
-            .links
-            .set(links)
-            .map_err(|_| "the model host is bound to one module only".into())
+    fn bind(&self, links: &host::Links) -> Arc<dyn Host> {
+        Arc::new(self.bind_links(links))
     }
 }

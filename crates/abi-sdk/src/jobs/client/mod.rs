@@ -4,6 +4,8 @@
 //! Triggers carry exactly the reference's headers and body, so a Python host
 //! and a Rust host of the job cannot tell who sent them.
 
+pub mod run;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -18,14 +20,14 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use tracing::{debug, warn};
 
+use self::run::JobRun;
 use crate::client::DiscoveryClient;
+use crate::client::proxy::ModuleProxy;
 use crate::documents::DocumentClient;
 use crate::error::{CallError, Error, kind_display};
 use crate::jobs::claim_check::{self, ClaimCheckError};
 use crate::jobs::host::JobHostOptions;
 use crate::jobs::host::consumer_config;
-use crate::jobs::run::JobRun;
-use crate::proxy::ModuleProxy;
 use crate::token::TokenSource;
 
 /// How long a trigger may wait for the stream's acknowledgement unless set

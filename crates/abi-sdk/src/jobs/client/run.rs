@@ -9,8 +9,8 @@ use tokio::time::{Instant, sleep_until, timeout_at};
 
 use tracing::debug;
 
+use super::JobClient;
 use crate::error::{CallError, CallErrorKind, Error, kind_display};
-use crate::jobs::client::JobClient;
 use crate::jobs::record::RunRecord;
 
 mod expired;

@@ -1,4 +1,7 @@
-//! [`DiscoveryClient`]: lookups, paging, eviction and capability search.
+//! [`DiscoveryClient`]: lookups, paging, eviction and capability search;
+//! `proxy.rs`, the [`ModuleProxy`] a client hands out for one module.
+
+pub(crate) mod proxy;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,9 +9,9 @@ use std::time::Duration;
 use abi_proto::discovery::v1 as pb;
 use futures::Stream;
 
+use self::proxy::ModuleProxy;
 use crate::error::CallError;
 use crate::local::LocalDiscovery;
-use crate::proxy::ModuleProxy;
 use crate::status::Status;
 use crate::token::TokenSource;
 use crate::transport::{Link, Rpc, Transport};

@@ -211,20 +211,6 @@ impl ModuleProxy {
             })
             .ok_or_else(|| CallError::new(kind, name.to_owned()).with_code(code))
     }
-
-    /// The chat model `name` of this module: chats go round robin to the
-    /// READY instances declaring it (see [`crate::models::ChatModel`]). No
-    /// lookup happens until the first chat.
-    pub fn chat_model(&self, name: impl Into<String>) -> crate::models::ChatModel {
-        crate::models::ChatModel::new(self.clone(), name.into(), self.client.token())
-    }
-
-    /// A client of this module's agent `name` (submit, status, cancel,
-    /// events, invoke, stream); no call is made until it is used.
-    /// [`ModuleProxy::agent`] looks up the agent's descriptor instead.
-    pub fn agent_client(&self, name: impl Into<String>) -> crate::agents::AgentClient {
-        crate::agents::AgentClient::new(self.clone(), name.into())
-    }
 }
 
 /// Proxies for the modules a module declared it depends on, and only those.
