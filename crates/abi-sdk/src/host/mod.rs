@@ -25,6 +25,7 @@
 
 pub(crate) mod close;
 mod links;
+pub(crate) mod serve;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -30,7 +30,7 @@ mod view;
 
 use abi_wire::agents::RunStatus;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use abi_document_model::CollectionSpec;
@@ -38,11 +38,12 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::handler::{AgentHandler, AgentSpec};
 use crate::documents::DocumentClient;
 use crate::error::BoxError;
+use crate::host::serve::RequestLoop;
 use crate::host::{self, Host, ServedHost};
 use crate::session::SessionHandle;
 use crate::{CallError, DiscoveryClient};
@@ -115,10 +116,10 @@ pub(crate) struct Shared {
     pub(crate) submits: keyed::KeyedLocks,
     /// Set by drain and close: submits are refused.
     pub(crate) closing: std::sync::atomic::AtomicBool,
-    /// Cancelled on close: the subscriptions and the upkeep stop.
+    /// Cancelled on close: the upkeep stops.
     pub(crate) stop: CancellationToken,
-    /// Calls being handled.
-    pub(crate) calls: TaskTracker,
+    /// The subscriptions and the calls being handled.
+    pub(crate) requests: Arc<RequestLoop>,
     /// Runs executing.
     pub(crate) executing: TaskTracker,
 }
@@ -182,7 +183,6 @@ type BindObserver = Box<dyn Fn(&Arc<BoundAgentHost>) + Send + Sync>;
 pub struct BoundAgentHost {
     shared: Arc<Shared>,
     loops: TaskTracker,
-    subscriptions: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for BoundAgentHost {
@@ -267,13 +267,12 @@ impl AgentHost {
             submits: keyed::KeyedLocks::default(),
             closing: std::sync::atomic::AtomicBool::new(false),
             stop: CancellationToken::new(),
-            calls: TaskTracker::new(),
+            requests: Arc::new(serve::request_loop(self.options.max_concurrency)),
             executing: TaskTracker::new(),
         };
         let bound = Arc::new(BoundAgentHost {
             shared: Arc::new(shared),
             loops: TaskTracker::new(),
-            subscriptions: Mutex::new(Vec::new()),
         });
         for observer in &self.observers {
             observer(&bound);
@@ -316,10 +315,7 @@ impl BoundAgentHost {
                 .ensure_collection(CollectionSpec::new(name.clone()))
                 .await?;
         }
-        let tasks = serve::subscribe(&shared).await?;
-        if let Ok(mut subs) = self.subscriptions.lock() {
-            subs.extend(tasks);
-        }
+        serve::subscribe(&shared).await?;
         self.loops.spawn(upkeep::run(shared.clone()));
         info!(
             instance_id = %shared.instance_id(),
@@ -347,20 +343,7 @@ impl BoundAgentHost {
             .closing
             .store(true, std::sync::atomic::Ordering::SeqCst);
         shared.stop.cancel();
-        let subs = self
-            .subscriptions
-            .lock()
-            .map(|mut s| std::mem::take(&mut *s))
-            .unwrap_or_default();
-        let unsubscribed = futures::future::join_all(subs);
-        if tokio::time::timeout_at(deadline, unsubscribed)
-            .await
-            .is_err()
-        {
-            warn!("agent subscriptions still draining at the close deadline");
-        }
-        shared.calls.close();
-        let _ = tokio::time::timeout_at(deadline, shared.calls.wait()).await;
+        shared.requests.close(deadline).await;
         for run in shared.runs.all() {
             run::cancel(shared, &run, RunStatus::Cancelled).await;
         }

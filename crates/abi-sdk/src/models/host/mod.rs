@@ -1,6 +1,6 @@
 //! [`ModelHost`]: serves a module's chat models on the reference's subjects
-//! (`abi.mod.<project>.<instance>.model.<name>.chat`), one subscription per
-//! model, plugged into the runner as a [`ServedHost`].
+//! (`abi.mod.<project>.<instance>.model.<name>.chat`), one route per model on
+//! the host kit's request loop, plugged into the runner as a [`ServedHost`].
 //!
 //! Beyond the reference:
 //! - **Never blocks the subscription** (weakness 16). At most
@@ -23,21 +23,19 @@ mod authorize;
 mod chat;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use abi_proto::discovery::v1 as pb;
 use abi_wire::ErrorCode;
 use abi_wire::models::{CHAT_KIND, DEFAULT_MAX_CONCURRENCY, chat_subject};
-use futures::StreamExt as _;
+use async_nats::Message;
 use futures::future::BoxFuture;
 use prost::Message as _;
 use tokio::sync::Semaphore;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use self::authorize::Grants;
@@ -45,6 +43,7 @@ use self::chat::{Incoming, Refusal};
 use super::spec::{ChatHandler, ChatModelSpec, DeclareError, DeclareErrorKind};
 use crate::client::DiscoveryClient;
 use crate::error::BoxError;
+use crate::host::serve::{Handler, OnStop, Overload, RequestLoop, Route};
 use crate::host::{self, Host, ServedHost};
 use crate::session::SessionHandle;
 
@@ -92,12 +91,13 @@ pub(crate) struct Shared {
     models: BTreeMap<String, Served>,
     links: Links,
     draining: AtomicBool,
-    /// Cancelled by close: readers stop, chats still going are answered.
+    /// Cancelled by close: chats still going are answered.
     closed: CancellationToken,
-    chats: TaskTracker,
-    readers: Mutex<Vec<JoinHandle<()>>>,
+    /// The subscriptions, admitting running and waiting chats.
+    requests: Arc<RequestLoop>,
+    /// Chats running at once.
+    running: Arc<Semaphore>,
     grants: Grants,
-    slots: Slots,
 }
 
 #[derive(Clone)]
@@ -111,12 +111,6 @@ pub(crate) struct Links {
     nats: async_nats::Client,
     pub(crate) discovery: DiscoveryClient,
     pub(crate) session: SessionHandle,
-}
-
-/// Running chats and chats admitted (running or waiting for a slot).
-struct Slots {
-    running: Arc<Semaphore>,
-    admitted: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for ModelHost {
@@ -212,13 +206,13 @@ impl ModelHost {
             },
             draining: AtomicBool::new(false),
             closed: CancellationToken::new(),
-            chats: TaskTracker::new(),
-            readers: Mutex::new(Vec::new()),
+            // Admitted: running or waiting for a running slot.
+            requests: Arc::new(RequestLoop::new(
+                self.max_concurrency + self.queue,
+                OnStop::Unsubscribe,
+            )),
+            running: Arc::new(Semaphore::new(self.max_concurrency)),
             grants: Grants::default(),
-            slots: Slots {
-                running: Arc::new(Semaphore::new(self.max_concurrency)),
-                admitted: Arc::new(Semaphore::new(self.max_concurrency + self.queue)),
-            },
         };
         BoundModelHost {
             shared: Arc::new(shared),
@@ -227,27 +221,23 @@ impl ModelHost {
 }
 
 impl BoundModelHost {
-    /// Subscribes every model's subject, then confirms the subscriptions
-    /// with a round trip (the reference's `flush_to_broker`).
+    /// Subscribes every model's subject, confirmed by the broker (the
+    /// reference's `flush_to_broker`), and starts serving them.
     async fn start_serving(&self) -> Result<(), BoxError> {
         let shared = &self.shared;
-        let (links, slots) = (&shared.links, &shared.slots);
+        let links = &shared.links;
         let project = links.discovery.project().to_owned();
         let instance_id = links.session.instance_id().to_owned();
-        for name in shared.models.keys() {
-            let subject = chat_subject(&project, &instance_id, name);
-            let subscriber = links.nats.subscribe(subject.clone()).await?;
-            let reader = tokio::spawn(read(
-                shared.clone(),
-                name.clone(),
-                subscriber,
-                slots.running.clone(),
-                slots.admitted.clone(),
-            ));
-            shared.lock_readers().push(reader);
-            debug!(subject = %subject, "chat model subscribed");
-        }
-        links.nats.flush().await?;
+        let routes = shared
+            .models
+            .keys()
+            .map(|name| Route {
+                subject: chat_subject(&project, &instance_id, name),
+                handle: chat(shared, name),
+                overload: Overload::Shed(busy(shared)),
+            })
+            .collect();
+        shared.requests.start(&links.nats, routes).await?;
         info!(models = shared.models.len(), instance_id = %instance_id, "model host started");
         Ok(())
     }
@@ -255,13 +245,12 @@ impl BoundModelHost {
     /// Refuses new chats and waits up to `timeout` for those in flight.
     async fn drain_within(&self, timeout: Duration) {
         self.shared.draining.store(true, Ordering::SeqCst);
-        self.shared.chats.close();
-        if tokio::time::timeout(timeout, self.shared.chats.wait())
+        if tokio::time::timeout(timeout, self.shared.requests.settled())
             .await
             .is_err()
         {
             warn!(
-                chats = self.shared.chats.len(),
+                chats = self.shared.requests.in_flight(),
                 "chats still going at the end of the drain"
             );
         }
@@ -272,22 +261,8 @@ impl BoundModelHost {
     async fn close_by(&self, deadline: Instant) {
         self.shared.draining.store(true, Ordering::SeqCst);
         self.shared.closed.cancel();
-        let readers = std::mem::take(&mut *self.shared.lock_readers());
-        let unsubscribed = futures::future::join_all(readers);
-        if tokio::time::timeout_at(deadline, unsubscribed)
-            .await
-            .is_err()
-        {
-            warn!("chat subscriptions still closing at the close deadline");
-        }
-        self.shared.chats.close();
         let answers_until = deadline.min(Instant::now() + CLOSE_GRACE);
-        if tokio::time::timeout_at(answers_until, self.shared.chats.wait())
-            .await
-            .is_err()
-        {
-            warn!("chat answers still going after the close grace");
-        }
+        self.shared.requests.close(answers_until).await;
     }
 }
 
@@ -303,45 +278,20 @@ impl Shared {
     pub(crate) fn handler(&self, name: &str) -> Option<Arc<dyn ChatHandler>> {
         self.models.get(name).map(|m| m.handler.clone())
     }
-
-    fn lock_readers(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
-        // A poisoned lock only means a thread panicked holding it; the list
-        // of handles is still valid.
-        self.readers.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
-/// Takes one model's chats off its subscription without ever waiting for
-/// a slot: each admitted chat runs in its own task, the rest are refused.
-async fn read(
-    shared: Arc<Shared>,
-    name: String,
-    mut subscriber: async_nats::Subscriber,
-    running: Arc<Semaphore>,
-    admitted: Arc<Semaphore>,
-) {
-    loop {
-        let msg = tokio::select! {
-            biased;
-            () = shared.closed.cancelled() => break,
-            msg = subscriber.next() => match msg {
-                Some(msg) => msg,
-                None => break,
-            },
-        };
-        let Some(reply_to) = msg.reply.clone() else {
-            debug!(model = %name, "chat without a reply subject dropped");
-            continue;
-        };
-        let Ok(ticket) = admitted.clone().try_acquire_owned() else {
-            let busy = Refusal::rpc(ErrorCode::ResourceExhausted, "Model host is busy");
-            send(&shared, &reply_to, busy.into_response()).await;
-            continue;
-        };
-        let (shared, name, running) = (shared.clone(), name.clone(), running.clone());
-        let chats = shared.chats.clone();
-        chats.spawn(async move {
-            let _ticket = ticket;
+/// One model's chats: each admitted chat waits for a running slot in its
+/// own task and is answered, or answered `UNAVAILABLE` if the host closes
+/// first.
+fn chat(shared: &Arc<Shared>, name: &str) -> Handler {
+    let (shared, name) = (shared.clone(), name.to_owned());
+    Arc::new(move |msg: Message| {
+        let (shared, name) = (shared.clone(), name.clone());
+        Box::pin(async move {
+            let Some(reply_to) = msg.reply.clone() else {
+                debug!(model = %name, "chat without a reply subject dropped");
+                return;
+            };
             let response = tokio::select! {
                 biased;
                 () = shared.closed.cancelled() => {
@@ -350,14 +300,25 @@ async fn read(
                     Refusal::rpc(ErrorCode::Unavailable, "Model host closed before the chat finished")
                         .into_response()
                 }
-                response = run(&shared, &name, &msg, &running) => response,
+                response = run(&shared, &name, &msg, &shared.running) => response,
             };
             send(&shared, &reply_to, response).await;
-        });
-    }
-    if let Err(err) = subscriber.unsubscribe().await {
-        debug!(model = %name, error = %err, "chat model unsubscribe failed");
-    }
+        })
+    })
+}
+
+/// A chat beyond the running and waiting ones: `RESOURCE_EXHAUSTED` at once.
+fn busy(shared: &Arc<Shared>) -> Handler {
+    let shared = shared.clone();
+    Arc::new(move |msg: Message| {
+        let shared = shared.clone();
+        Box::pin(async move {
+            if let Some(reply_to) = &msg.reply {
+                let busy = Refusal::rpc(ErrorCode::ResourceExhausted, "Model host is busy");
+                send(&shared, reply_to, busy.into_response()).await;
+            }
+        })
+    })
 }
 
 /// Waits for a slot, then answers the chat.
