@@ -26,6 +26,7 @@
 pub(crate) mod close;
 mod links;
 pub(crate) mod serve;
+pub(crate) mod stopping;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -36,7 +36,7 @@ use std::time::Duration;
 use abi_document_model::CollectionSpec;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+
 use tokio_util::task::TaskTracker;
 use tracing::info;
 
@@ -44,6 +44,7 @@ use super::handler::{AgentHandler, AgentSpec};
 use crate::documents::DocumentClient;
 use crate::error::BoxError;
 use crate::host::serve::RequestLoop;
+use crate::host::stopping::Stopping;
 use crate::host::{self, Host, ServedHost};
 use crate::session::SessionHandle;
 use crate::{CallError, DiscoveryClient};
@@ -114,14 +115,11 @@ pub(crate) struct Shared {
     pub(crate) auth: auth::Authorizations,
     pub(crate) membership: view::Membership,
     pub(crate) submits: keyed::KeyedLocks,
-    /// Set by drain and close: submits are refused.
-    pub(crate) closing: std::sync::atomic::AtomicBool,
-    /// Cancelled on close: the upkeep stops.
-    pub(crate) stop: CancellationToken,
+    /// Drain and close refuse submits; close stops the upkeep; the work is
+    /// the runs executing.
+    pub(crate) stopping: Stopping,
     /// The subscriptions and the calls being handled.
     pub(crate) requests: Arc<RequestLoop>,
-    /// Runs executing.
-    pub(crate) executing: TaskTracker,
 }
 
 impl Shared {
@@ -134,7 +132,7 @@ impl Shared {
     }
 
     pub(crate) fn is_closing(&self) -> bool {
-        self.closing.load(std::sync::atomic::Ordering::SeqCst)
+        !self.stopping.accepting()
     }
 }
 
@@ -265,10 +263,8 @@ impl AgentHost {
             auth: auth::Authorizations::default(),
             membership: view::Membership::default(),
             submits: keyed::KeyedLocks::default(),
-            closing: std::sync::atomic::AtomicBool::new(false),
-            stop: CancellationToken::new(),
+            stopping: Stopping::new(),
             requests: Arc::new(serve::request_loop(self.options.max_concurrency)),
-            executing: TaskTracker::new(),
         };
         let bound = Arc::new(BoundAgentHost {
             shared: Arc::new(shared),
@@ -327,11 +323,8 @@ impl BoundAgentHost {
 
     async fn drain_within(&self, timeout: Duration) {
         let shared = &self.shared;
-        shared
-            .closing
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        shared.executing.close();
-        let _ = tokio::time::timeout(timeout, shared.executing.wait()).await;
+        shared.stopping.stop_accepting();
+        shared.stopping.settled_within(timeout).await;
     }
 
     /// Stops receiving, answers what was received, cancels the runs still
@@ -339,16 +332,12 @@ impl BoundAgentHost {
     /// `deadline`.
     async fn close_by(&self, deadline: Instant) {
         let shared = &self.shared;
-        shared
-            .closing
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        shared.stop.cancel();
+        shared.stopping.close();
         shared.requests.close(deadline).await;
         for run in shared.runs.all() {
             run::cancel(shared, &run, RunStatus::Cancelled).await;
         }
-        shared.executing.close();
-        let _ = tokio::time::timeout_at(deadline, shared.executing.wait()).await;
+        shared.stopping.settled_by(deadline).await;
         self.loops.close();
         let _ = tokio::time::timeout_at(deadline, self.loops.wait()).await;
     }

@@ -234,13 +234,14 @@ pub(crate) fn spawn(shared: &Arc<Shared>, run: Arc<Run>, start: Start) {
     if streamed || start.deadline_secs == 0 {
         let (s, r) = (shared.clone(), run.clone());
         shared
-            .executing
+            .stopping
+            .work()
             .spawn(async move { watch_progress(&s, &r).await });
     }
     if start.deadline_secs > 0 {
         let (s, r) = (shared.clone(), run.clone());
         let after = Duration::from_secs(u64::from(start.deadline_secs));
-        shared.executing.spawn(async move {
+        shared.stopping.work().spawn(async move {
             tokio::select! {
                 () = r.ended.cancelled() => {}
                 () = tokio::time::sleep(after) => cancel(&s, &r, RunStatus::TimedOut).await,
@@ -249,7 +250,8 @@ pub(crate) fn spawn(shared: &Arc<Shared>, run: Arc<Run>, start: Start) {
     }
     let (s, r) = (shared.clone(), run);
     shared
-        .executing
+        .stopping
+        .work()
         .spawn(async move { execute(&s, &r, body).await });
 }
 

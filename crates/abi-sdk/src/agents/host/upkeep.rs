@@ -45,7 +45,7 @@ pub(super) async fn run(shared: Arc<Shared>) {
             warn!(error = %err, "agent upkeep failed; retrying at the next pass");
         }
         tokio::select! {
-            () = shared.stop.cancelled() => return,
+            () = shared.stopping.closed() => return,
             () = tokio::time::sleep(shared.options.upkeep_interval) => {}
         }
     }

@@ -493,7 +493,7 @@ async fn finish(
             }
             Err(err) => {
                 warn!(run_id = %run_id, error = %err, "job completion not saved; retrying");
-                if shared.closing.is_cancelled() {
+                if shared.stopping.is_closed() {
                     return;
                 }
                 reply(shared, msg, Ack::Progress).await;

@@ -41,7 +41,7 @@ pub(super) async fn subscribe(
             loop {
                 tokio::select! {
                     biased;
-                    () = shared.fetching.cancelled() => break,
+                    () = shared.stopping.stopped_accepting() => break,
                     event = events.next() => match event {
                         Some(event) => bridge(&shared, &job, &event, filter.as_ref()).await,
                         None => break,

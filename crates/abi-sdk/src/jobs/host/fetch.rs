@@ -27,7 +27,7 @@ pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsum
     loop {
         let first = tokio::select! {
             biased;
-            () = shared.fetching.cancelled() => return,
+            () = shared.stopping.stopped_accepting() => return,
             permit = slots.clone().acquire_owned() => match permit {
                 Ok(permit) => permit,
                 Err(_) => return,
@@ -48,7 +48,7 @@ pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsum
             Err(err) => {
                 warn!(job = %job.spec.name(), error = %err, "job fetch failed; retrying");
                 tokio::select! {
-                    () = shared.fetching.cancelled() => return,
+                    () = shared.stopping.stopped_accepting() => return,
                     () = tokio::time::sleep(Duration::from_secs(1)) => continue,
                 }
             }
@@ -72,7 +72,7 @@ pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsum
                     break;
                 }
             };
-            if shared.fetching.is_cancelled() {
+            if !shared.stopping.accepting() {
                 super::ack::hand_back_unstarted(&shared, &message).await;
                 continue;
             }
@@ -82,7 +82,7 @@ pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsum
                 continue;
             };
             let (shared, job) = (shared.clone(), job.clone());
-            let tasks = shared.tasks.clone();
+            let tasks = shared.stopping.work().clone();
             tasks.spawn(async move {
                 delivery::handle(&shared, &job, message).await;
                 drop(permit);

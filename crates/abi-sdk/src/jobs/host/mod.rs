@@ -41,13 +41,13 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use super::{JobHandler, JobSpec};
 use crate::documents::DocumentClient;
 use crate::error::BoxError;
+use crate::host::stopping::Stopping;
 use crate::host::{Host, Links, ServedHost};
 
 pub use consumer::consumer_config;
@@ -153,11 +153,9 @@ pub(crate) struct Shared {
     /// Each job's local slots (`max_concurrency`), shared by its fetch loop
     /// and its re-driven retries.
     pub(crate) slots: std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>,
-    /// Cancelled on drain and close: the fetch loops stop.
-    pub(crate) fetching: CancellationToken,
-    /// Cancelled on close: retries of completion saves give up.
-    pub(crate) closing: CancellationToken,
-    pub(crate) tasks: TaskTracker,
+    /// Drain stops fetching (the fetch loops end); close also ends the
+    /// loops and the retries of completion saves; the work is the runs.
+    pub(crate) stopping: Stopping,
     /// The retries deliveries decided on, for the retry driver.
     pub(crate) retries: retry_queue::RetryQueue,
 }
@@ -289,9 +287,7 @@ impl JobHost {
                     (spec.name().to_owned(), Arc::new(slots))
                 })
                 .collect(),
-            fetching: CancellationToken::new(),
-            closing: CancellationToken::new(),
-            tasks: TaskTracker::new(),
+            stopping: Stopping::new(),
             retries: retry_queue::RetryQueue::new(),
         };
         BoundJobHost {
@@ -397,7 +393,7 @@ impl BoundJobHost {
                 loop {
                     tokio::select! {
                         biased;
-                        () = runs_shared.closing.cancelled() => break,
+                        () = runs_shared.stopping.closed() => break,
                         msg = cancels.next() => match msg {
                             Some(msg) => {
                                 if !cancel::authorized(&runs_shared, &msg).await {
@@ -428,7 +424,7 @@ impl BoundJobHost {
                         warn!(error = %err, "job run retention failed; retrying");
                     }
                     tokio::select! {
-                        () = upkeep.closing.cancelled() => break,
+                        () = upkeep.stopping.closed() => break,
                         () = tokio::time::sleep(upkeep.options.upkeep_interval) => {}
                     }
                 }
@@ -441,7 +437,7 @@ impl BoundJobHost {
             self.loops.spawn(async move {
                 loop {
                     tokio::select! {
-                        () = sweeper.closing.cancelled() => break,
+                        () = sweeper.stopping.closed() => break,
                         () = tokio::time::sleep(sweeper.options.ack_wait) => {}
                     }
                     if let Err(err) = retry::sweep(&sweeper, &swept).await {
@@ -480,18 +476,20 @@ impl BoundJobHost {
     /// their end); follow it with [`JobHost::close_now`].
     pub async fn drain_within(&self, timeout: Duration) {
         let shared = &self.shared;
-        shared.fetching.cancel();
+        shared.stopping.stop_accepting();
         // What a hand-back needs: the handler's grace, then one record write.
         let reserve = shared.options.handback_grace + HANDBACK_SAVE_RESERVE;
-        shared.tasks.close();
-        let waited = tokio::time::timeout(timeout.saturating_sub(reserve), shared.tasks.wait());
-        if waited.await.is_err() {
+        if !shared
+            .stopping
+            .settled_within(timeout.saturating_sub(reserve))
+            .await
+        {
             let left = shared.runs.hand_back_all();
             warn!(
                 runs = left,
                 "runs still going at the end of the drain; handing them back"
             );
-            let _ = tokio::time::timeout(reserve, shared.tasks.wait()).await;
+            shared.stopping.settled_within(reserve).await;
         }
     }
 
@@ -517,17 +515,13 @@ impl BoundJobHost {
     /// leave the host's loops running; call it again.
     pub async fn close_by(&self, deadline: Instant) {
         let shared = &self.shared;
-        shared.fetching.cancel();
+        shared.stopping.stop_accepting();
         shared.runs.hand_back_all();
-        shared.tasks.close();
         let saves_until = deadline.min(Instant::now() + shared.options.handback_grace * 3);
-        if tokio::time::timeout_at(saves_until, shared.tasks.wait())
-            .await
-            .is_err()
-        {
+        if !shared.stopping.settled_by(saves_until).await {
             warn!("job runs still saving after the close grace");
         }
-        shared.closing.cancel();
+        shared.stopping.close();
         self.loops.close();
         let _ = tokio::time::timeout_at(deadline, self.loops.wait()).await;
     }

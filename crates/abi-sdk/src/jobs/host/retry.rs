@@ -50,7 +50,7 @@ pub(super) async fn drive(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceive
     loop {
         let due = tokio::select! {
             biased;
-            () = shared.closing.cancelled() => return,
+            () = shared.stopping.closed() => return,
             due = queue.recv() => match due {
                 Some(due) => due,
                 None => return,
@@ -64,11 +64,11 @@ pub(super) async fn drive(shared: Arc<Shared>, mut queue: mpsc::UnboundedReceive
 /// slots, unless the host stops first (then another host's upkeep does).
 fn schedule(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u64, delay: Duration) {
     let (shared, job, run_id) = (shared.clone(), job.clone(), run_id.to_owned());
-    let tasks = shared.tasks.clone();
+    let tasks = shared.stopping.work().clone();
     tasks.spawn(async move {
         tokio::select! {
             biased;
-            () = shared.fetching.cancelled() => return,
+            () = shared.stopping.stopped_accepting() => return,
             () = tokio::time::sleep(delay) => {}
         }
         let Some(slots) = shared.slots.get(job.spec.name()).cloned() else {
@@ -76,7 +76,7 @@ fn schedule(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u64, d
         };
         let permit = tokio::select! {
             biased;
-            () = shared.fetching.cancelled() => return,
+            () = shared.stopping.stopped_accepting() => return,
             permit = slots.acquire_owned() => match permit {
                 Ok(permit) => permit,
                 Err(_) => return,
@@ -216,7 +216,7 @@ pub(super) async fn take_over(
     let Some(owner) = text(&doc.data, OWNER) else {
         return Ok(false);
     };
-    if shared.fetching.is_cancelled() {
+    if !shared.stopping.accepting() {
         // Stopping: a claimed retry would wait for yet another host.
         return Ok(false);
     }

@@ -24,7 +24,6 @@ mod chat;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use abi_proto::discovery::v1 as pb;
@@ -35,7 +34,6 @@ use futures::future::BoxFuture;
 use prost::Message as _;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use self::authorize::Grants;
@@ -44,6 +42,7 @@ use super::spec::{ChatHandler, ChatModelSpec, DeclareError, DeclareErrorKind};
 use crate::client::DiscoveryClient;
 use crate::error::BoxError;
 use crate::host::serve::{Handler, OnStop, Overload, RequestLoop, Route};
+use crate::host::stopping::Stopping;
 use crate::host::{self, Host, ServedHost};
 use crate::session::SessionHandle;
 
@@ -90,9 +89,8 @@ struct BoundModelHost {
 pub(crate) struct Shared {
     models: BTreeMap<String, Served>,
     links: Links,
-    draining: AtomicBool,
-    /// Cancelled by close: chats still going are answered.
-    closed: CancellationToken,
+    /// Drain refuses new chats; close also answers those still going.
+    stopping: Stopping,
     /// The subscriptions, admitting running and waiting chats.
     requests: Arc<RequestLoop>,
     /// Chats running at once.
@@ -204,8 +202,7 @@ impl ModelHost {
                 discovery: links.discovery().clone(),
                 session: links.session().clone(),
             },
-            draining: AtomicBool::new(false),
-            closed: CancellationToken::new(),
+            stopping: Stopping::new(),
             // Admitted: running or waiting for a running slot.
             requests: Arc::new(RequestLoop::new(
                 self.max_concurrency + self.queue,
@@ -244,7 +241,7 @@ impl BoundModelHost {
 
     /// Refuses new chats and waits up to `timeout` for those in flight.
     async fn drain_within(&self, timeout: Duration) {
-        self.shared.draining.store(true, Ordering::SeqCst);
+        self.shared.stopping.stop_accepting();
         if tokio::time::timeout(timeout, self.shared.requests.settled())
             .await
             .is_err()
@@ -259,8 +256,7 @@ impl BoundModelHost {
     /// Unsubscribes, answers the chats still going, and stops them, by
     /// `deadline` (the answers get at most their close grace).
     async fn close_by(&self, deadline: Instant) {
-        self.shared.draining.store(true, Ordering::SeqCst);
-        self.shared.closed.cancel();
+        self.shared.stopping.close();
         let answers_until = deadline.min(Instant::now() + CLOSE_GRACE);
         self.shared.requests.close(answers_until).await;
     }
@@ -272,7 +268,7 @@ impl Shared {
     }
 
     pub(crate) fn is_draining(&self) -> bool {
-        self.draining.load(Ordering::SeqCst)
+        !self.stopping.accepting()
     }
 
     pub(crate) fn handler(&self, name: &str) -> Option<Arc<dyn ChatHandler>> {
@@ -294,7 +290,7 @@ fn chat(shared: &Arc<Shared>, name: &str) -> Handler {
             };
             let response = tokio::select! {
                 biased;
-                () = shared.closed.cancelled() => {
+                () = shared.stopping.closed() => {
                     // Not MODULE_UNAVAILABLE: the handler may have run, so the
                     // caller must not send the chat elsewhere on its own.
                     Refusal::rpc(ErrorCode::Unavailable, "Model host closed before the chat finished")
