@@ -8,10 +8,9 @@
 use abi_document_model::{Data, Document, Value};
 use abi_wire::ErrorCode;
 use abi_wire::agents::field;
-use abi_wire::agents::is_terminal;
 use tracing::{info, warn};
 
-use super::Shared;
+use super::{Shared, writes};
 use crate::agents::record;
 use crate::{CallError, CallErrorKind};
 
@@ -134,18 +133,6 @@ async fn fail_abandoned(shared: &Shared, invocation_key: &str, owner: &str) {
     let Ok(Some(existing)) = shared.documents().try_get(runs, invocation_key).await else {
         return;
     };
-    if is_terminal(&record::status(&existing.data)) {
-        return;
-    }
-    let mut data = existing.data;
-    record::fail(
-        &mut data,
-        ErrorCode::OwnerGone,
-        format!("Owner {owner} left discovery; the conversation claim was released"),
-    );
-    // A conflict or a vanished record means someone else settled it.
-    let _ = shared
-        .documents()
-        .put(runs, invocation_key, data, Some(existing.version))
-        .await;
+    let message = format!("Owner {owner} left discovery; the conversation claim was released");
+    writes::settle_absent_owner(shared, existing, ErrorCode::OwnerGone, message).await;
 }

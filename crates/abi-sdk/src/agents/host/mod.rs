@@ -27,6 +27,7 @@ mod serve;
 mod submit;
 mod upkeep;
 mod view;
+mod writes;
 
 use abi_wire::agents::RunStatus;
 use std::collections::HashMap;

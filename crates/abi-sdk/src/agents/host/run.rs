@@ -19,7 +19,7 @@ use prost::Message as _;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, warn};
 
-use super::Shared;
+use super::{Shared, writes};
 use crate::CallError;
 use crate::agents::handler::{AgentEvent, InvocationContext};
 use crate::agents::record;
@@ -443,15 +443,7 @@ async fn save(shared: &Shared, run: &Run, updates: Data) -> Result<(), Stop> {
     if record::json_size(&candidate) > wire::MAX_RECORD_BYTES {
         return Err(Stop::Failed(ErrorCode::OutputLimit.as_str().into()));
     }
-    let doc = shared
-        .documents()
-        .put(
-            &shared.collections.runs,
-            &run.key,
-            candidate.clone(),
-            Some(stored.version),
-        )
-        .await?;
+    let doc = writes::owner_write(shared, &run.key, candidate.clone(), stored.version).await?;
     stored.data = candidate;
     stored.version = doc.version;
     Ok(())

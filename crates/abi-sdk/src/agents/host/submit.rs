@@ -13,7 +13,7 @@ use abi_wire::agents as wire;
 use super::machine::{self, Found};
 use super::refusal::Refusal;
 use super::run::{self, Run, Start, Stored};
-use super::{Shared, claims};
+use super::{Shared, claims, writes};
 use crate::CallErrorKind;
 use crate::agents::handler::InvocationContext;
 use crate::agents::record;
@@ -50,11 +50,7 @@ pub(super) async fn submit(
         .flatten();
     machine::admit(closing, reservation.is_some()).map_err(Refusal::from)?;
     let mut data = accepted(shared, name, &req, caller, &fingerprint);
-    let doc = match shared
-        .documents()
-        .put(runs, key, data.clone(), Some(0))
-        .await
-    {
+    let doc = match writes::create(shared, key, data.clone()).await {
         Ok(doc) => doc,
         Err(e) if e.kind() == CallErrorKind::VersionConflict => {
             let existing = shared.documents().get(runs, key).await?;
@@ -71,19 +67,13 @@ pub(super) async fn submit(
             ErrorCode::ConversationBusy,
             "Conversation has an active or unresolved execution claim",
         );
-        return Ok(shared
-            .documents()
-            .put(runs, key, data, Some(doc.version))
-            .await?);
+        return Ok(writes::owner_write(shared, key, data, doc.version).await?);
     };
     data.insert(
         field::STATUS.into(),
         Value::from(RunStatus::Running.as_str()),
     );
-    let doc = shared
-        .documents()
-        .put(runs, key, data.clone(), Some(doc.version))
-        .await?;
+    let doc = writes::owner_write(shared, key, data.clone(), doc.version).await?;
     let context = InvocationContext {
         invocation_id: req.invocation_id.clone(),
         thread_id: wire::context_thread_id(
