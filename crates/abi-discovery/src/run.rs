@@ -30,6 +30,10 @@ use crate::service::{HandlerConfig, ServiceCore};
 use crate::store::StoreError;
 use crate::store::jetstream::{JetStreamStore, JetStreamStoreConfig, bucket_name};
 
+/// How long the service waits at start for a JetStream cluster that is still
+/// forming (started beside it, a node not yet met) before it gives up.
+pub const OPEN_PATIENCE: Duration = Duration::from_secs(60);
+
 /// Why the service could not start, or did not stop cleanly. `Display` is one
 /// line for an operator; the cause, when there is one, is the source.
 #[derive(Debug, thiserror::Error)]
@@ -104,16 +108,16 @@ pub async fn run(cfg: Valid, shutdown: CancellationToken) -> Result<(), RunError
     let client = connect(&cfg).await?;
     let max_payload = client.server_info().max_payload;
     let jetstream = async_nats::jetstream::new(client.clone());
-    let store = JetStreamStore::open(
-        &jetstream,
-        &JetStreamStoreConfig {
-            project: cfg.project.to_string(),
-            replicas: cfg.kv_replicas.get(),
-            timeout: cfg.store_timeout,
-        },
-    )
-    .await
-    .map_err(|source| RunError::OpenBucket {
+    let store_cfg = JetStreamStoreConfig {
+        project: cfg.project.to_string(),
+        replicas: cfg.kv_replicas.get(),
+        timeout: cfg.store_timeout,
+    };
+    let opened = tokio::select! {
+        opened = JetStreamStore::open_within(&jetstream, &store_cfg, OPEN_PATIENCE) => opened,
+        () = shutdown.cancelled() => return Ok(()),
+    };
+    let store = opened.map_err(|source| RunError::OpenBucket {
         bucket: bucket_name(cfg.project.as_str()),
         source,
     })?;

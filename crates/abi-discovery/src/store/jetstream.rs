@@ -194,20 +194,68 @@ impl JetStreamStore {
         context: &js::Context,
         cfg: &JetStreamStoreConfig,
     ) -> Result<Self, StoreError> {
+        Self::open_within(context, cfg, Duration::ZERO).await
+    }
+
+    /// As [`open`](Self::open), but while the JetStream cluster is still
+    /// forming (no meta leader, too few peers to place the replicas, calls
+    /// timing out) it tries again, with a pause that grows to 2 s, for up to
+    /// `patience`. A service started beside its brokers (a compose file, a
+    /// fresh cluster) then waits for them instead of exiting. A refusal
+    /// waiting cannot fix (bad name, resources, replicas the cluster cannot
+    /// have) fails at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open): the last error once `patience` has passed,
+    /// or the first one that is not the cluster settling.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`open`](Self::open).
+    pub async fn open_within(
+        context: &js::Context,
+        cfg: &JetStreamStoreConfig,
+        patience: Duration,
+    ) -> Result<Self, StoreError> {
+        let give_up = Instant::now() + patience;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match Self::open_once(context, cfg).await {
+                Ok(store) => return Ok(store),
+                Err(Opening::Settling(error)) if Instant::now() + pause < give_up => {
+                    tracing::warn!(
+                        bucket = bucket_name(&cfg.project),
+                        error = abi_process::error_chain(&error),
+                        "JetStream cannot serve the registry bucket yet; trying again in {pause:?}"
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(Opening::Settling(error) | Opening::Failed(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// One attempt at [`open`](Self::open), saying whether a failure is the
+    /// cluster settling.
+    async fn open_once(context: &js::Context, cfg: &JetStreamStoreConfig) -> Result<Self, Opening> {
         let bucket = bucket_name(&cfg.project);
         let kv = deadline(
             "open",
             cfg.timeout,
             open_or_create(context, &cfg.project, cfg.replicas),
         )
-        .await??;
+        .await
+        .map_err(Opening::Settling)??;
         let stream = deadline(
             "open",
             cfg.timeout,
             context.get_stream(abi_wire::discovery::registry_stream(&cfg.project)),
         )
-        .await?
-        .map_err(|e| StoreError::backend("open", e))?;
+        .await
+        .map_err(Opening::Settling)?
+        .map_err(Opening::of_get_stream)?;
         let seen = Seen::new(stream.cached_info());
         tracing::debug!(
             bucket,
@@ -469,7 +517,7 @@ async fn open_or_create(
     context: &js::Context,
     project: &str,
     replicas: usize,
-) -> Result<kv::Store, StoreError> {
+) -> Result<kv::Store, Opening> {
     let bucket = &bucket_name(project);
     match context
         .get_stream(abi_wire::discovery::registry_stream(project))
@@ -479,12 +527,12 @@ async fn open_or_create(
             return context
                 .get_key_value(bucket)
                 .await
-                .map_err(|e| StoreError::backend("open", e));
+                .map_err(|e| Opening::Failed(StoreError::backend("open", e)));
         }
         Err(e) => match e.kind() {
             GetStreamErrorKind::JetStream(err)
                 if err.error_code() == ErrorCode::STREAM_NOT_FOUND => {}
-            _ => return Err(StoreError::backend("open", e)),
+            _ => return Err(Opening::of_get_stream(e)),
         },
     }
     let config = kv::Config {
@@ -501,8 +549,74 @@ async fn open_or_create(
         }
         Err(create_error) => match context.get_key_value(bucket).await {
             Ok(store) => Ok(store),
-            Err(_) => Err(StoreError::backend("open", create_error)),
+            Err(_) => {
+                let settling = create_settling(&create_error);
+                let error = StoreError::backend("open", create_error);
+                Err(if settling {
+                    Opening::Settling(error)
+                } else {
+                    Opening::Failed(error)
+                })
+            }
         },
+    }
+}
+
+/// Why one attempt at opening the bucket failed.
+enum Opening {
+    /// The cluster is still forming: the same attempt may succeed later.
+    Settling(StoreError),
+    /// Anything else.
+    Failed(StoreError),
+}
+
+impl From<StoreError> for Opening {
+    fn from(error: StoreError) -> Self {
+        Self::Failed(error)
+    }
+}
+
+impl Opening {
+    /// A failed stream lookup: a request that got no answer, or a cluster
+    /// code, is the cluster settling.
+    fn of_get_stream(e: js::context::GetStreamError) -> Self {
+        let settling = match e.kind() {
+            GetStreamErrorKind::Request => true,
+            GetStreamErrorKind::JetStream(js) => jetstream_codes::cluster_settling(js.error_code()),
+            _ => false,
+        };
+        let error = StoreError::backend("open", e);
+        if settling {
+            Self::Settling(error)
+        } else {
+            Self::Failed(error)
+        }
+    }
+}
+
+/// Whether creating the bucket failed because the cluster is still forming:
+/// the request timed out or found no JetStream, or the server answered with
+/// a cluster code (say 10005, no peers yet to place the replicas on).
+fn create_settling(error: &js::context::CreateKeyValueError) -> bool {
+    use js::context::{
+        CreateKeyValueErrorKind as Kv, CreateStreamError, CreateStreamErrorKind as S,
+    };
+    let code_settles =
+        |source: &(dyn std::error::Error + 'static)| match jetstream_codes::code_in(source) {
+            Some(code) => jetstream_codes::cluster_settling(code),
+            None => true,
+        };
+    match error.kind() {
+        Kv::TimedOut => true,
+        Kv::JetStream => std::error::Error::source(error).is_none_or(code_settles),
+        Kv::BucketCreate => std::error::Error::source(error)
+            .and_then(|source| source.downcast_ref::<CreateStreamError>())
+            .is_some_and(|stream| match stream.kind() {
+                S::JetStreamUnavailable | S::TimedOut => true,
+                S::JetStream(js) => jetstream_codes::cluster_settling(js.error_code()),
+                _ => false,
+            }),
+        _ => false,
     }
 }
 

@@ -52,6 +52,21 @@ pub fn refusal(code: ErrorCode) -> Refusal {
     }
 }
 
+/// Whether JetStream answered `code` because its cluster is still forming
+/// (no meta leader yet, too few peers known to place the replicas): the
+/// same request succeeds once the nodes have met, so opening the bucket
+/// waits and tries again rather than failing the service's start.
+pub fn cluster_settling(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::CLUSTER_INCOMPLETE
+            | ErrorCode::CLUSTER_NO_PEERS
+            | ErrorCode::CLUSTER_NOT_ACTIVE
+            | ErrorCode::CLUSTER_NOT_AVAILABLE
+            | ErrorCode::CLUSTER_NOT_LEADER
+    )
+}
+
 /// The JetStream error code somewhere in `error`'s source chain.
 pub fn code_in(error: &(dyn std::error::Error + 'static)) -> Option<ErrorCode> {
     let mut next = Some(error);
@@ -76,5 +91,23 @@ mod tests {
         // Wrong last message id: not a check our store makes.
         assert_eq!(refusal(ErrorCode(10070)), Refusal::Other);
         assert_eq!(refusal(ErrorCode(10008)), Refusal::Other);
+    }
+
+    #[test]
+    fn a_cluster_still_forming_is_waited_for_and_a_real_refusal_is_not() {
+        let table = [
+            (10004, true),  // cluster incomplete
+            (10005, true),  // no suitable peers for placement
+            (10006, true),  // cluster not active
+            (10008, true),  // JetStream system temporarily unavailable
+            (10009, true),  // not the leader (an election under way)
+            (10023, false), // insufficient resources: no wait fixes it
+            (10058, false), // a stream of that name with another config
+            (10059, false), // stream not found: the caller decides
+            (10074, false), // more replicas than the cluster has
+        ];
+        for (code, settling) in table {
+            assert_eq!(cluster_settling(ErrorCode(code)), settling, "{code}");
+        }
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use abi_discovery::discovery::DiscoveryConfig;
 use abi_discovery::store::SnapshotStore;
+use abi_discovery::store::jetstream::{JetStreamStore, JetStreamStoreConfig};
 use abi_test_support::{NatsCluster, unique_name, wait_for_stream_leader, wait_until};
 use core_common::load::{Load, check};
 use core_common::*;
@@ -76,6 +77,44 @@ async fn stream_leader_loss_under_load_loses_nothing_acknowledged() {
         harness.discovery.stats()
     );
     harness.stop().await;
+}
+
+/// A service started before its cluster has formed waits for it: opening a
+/// replicated bucket on a node that has lost its peers fails at once, and
+/// the patient open succeeds once the peers are back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bucket_opens_once_a_forming_cluster_can_place_it() {
+    let mut cluster = NatsCluster::start(3).await;
+    cluster.stop_node(1);
+    cluster.stop_node(2);
+    let client = connect(&[cluster.url(0)]).await;
+    let context = async_nats::jetstream::new(client.clone());
+    let cfg = JetStreamStoreConfig {
+        project: unique_name("forming"),
+        replicas: 3,
+        timeout: Duration::from_secs(2),
+    };
+    let alone = JetStreamStore::open(&context, &cfg).await;
+    assert!(alone.is_err(), "one node of three placed three replicas?");
+
+    let patient = tokio::spawn({
+        let (context, cfg) = (context.clone(), cfg.clone());
+        async move { JetStreamStore::open_within(&context, &cfg, 2 * DEADLINE).await }
+    });
+    cluster.start_node(1).await;
+    cluster.start_node(2).await;
+    let store = tokio::time::timeout(3 * DEADLINE, patient)
+        .await
+        .expect("the patient open returns")
+        .expect("its task")
+        .expect("the bucket opens once the peers are back");
+    assert_eq!(
+        store
+            .compare_and_swap(bytes::Bytes::from_static(b"x"), 0)
+            .await
+            .ok(),
+        Some(1)
+    );
 }
 
 async fn listed_contains(harness: &Harness, id: &str) -> bool {

@@ -309,20 +309,22 @@ pub async fn connect(urls: &[String]) -> async_nats::Client {
         .expect("connect")
 }
 
-/// Opens the JetStream store of `project` on `client`.
+/// Opens the JetStream store of `project` on `client`, waiting (as the
+/// service does) for a cluster that has just formed to place the replicas.
 pub async fn jetstream_store(
     client: &async_nats::Client,
     project: &str,
     replicas: usize,
 ) -> JetStreamStore {
     let context = async_nats::jetstream::new(client.clone());
-    JetStreamStore::open(
+    JetStreamStore::open_within(
         &context,
         &JetStreamStoreConfig {
             project: project.to_owned(),
             replicas,
             timeout: Duration::from_secs(5),
         },
+        DEADLINE,
     )
     .await
     .expect("open the registry bucket")
