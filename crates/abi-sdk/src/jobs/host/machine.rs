@@ -273,6 +273,87 @@ pub(super) fn on_lost(data: &Data, now: &str, cutoff: &str) -> Lost {
     ))
 }
 
+/// What the retry sweep knows besides the record: who this host is, and
+/// the clock as ISO texts (they compare as strings, as the reference
+/// compares them).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sweep<'a> {
+    /// This host's instance id.
+    pub(super) me: &'a str,
+    /// Now.
+    pub(super) now: &'a str,
+    /// Now less the ack wait: another host's retry due before this is
+    /// abandoned.
+    pub(super) owner_stale_before: &'a str,
+    /// Now less the lost-after time: a RUNNING run heartbeating before this
+    /// is lost.
+    pub(super) lost_before: &'a str,
+    /// Whether this host takes new work (not while it stops: a claimed
+    /// retry would wait for yet another host).
+    pub(super) accepting: bool,
+}
+
+/// Whether the sweep takes over the run `data` (id `run_id`) and re-drives
+/// it from its trigger's stream sequence: a RETRYING run of another host
+/// that let it pass an ack wait (or of no host, at once), or a lost RUNNING
+/// run, and only ours to take: the record carries the retry owner field
+/// (a Python host's records do not, and its own host re-runs them).
+pub(super) fn take_over(data: &Data, run_id: &str, sweep: Sweep<'_>) -> Option<u64> {
+    let owner = match data.get(field::RETRY_OWNER) {
+        Some(Value::String(owner)) => owner.as_str(),
+        _ => return None,
+    };
+    if !sweep.accepting {
+        return None;
+    }
+    let last_seen = match text(data, field::HEARTBEAT_AT) {
+        "" => text(data, field::STARTED_AT),
+        seen => seen,
+    };
+    let due = match RunStatus::parse(text(data, field::STATUS)) {
+        Some(RunStatus::Retrying) if owner != sweep.me => {
+            let at = match text(data, field::RETRY_AT) {
+                "" => last_seen,
+                at => at,
+            };
+            let by = if owner.is_empty() {
+                sweep.now
+            } else {
+                sweep.owner_stale_before
+            };
+            !at.is_empty() && at <= by
+        }
+        Some(RunStatus::Running) => !last_seen.is_empty() && last_seen < sweep.lost_before,
+        _ => false,
+    };
+    if !due {
+        return None;
+    }
+    match data.get(field::SEQUENCE) {
+        Some(Value::Int(n)) if *n > 0 => u64::try_from(*n).ok(),
+        _ => abi_wire::jobs::parse_run_id(run_id).map(|(_, sequence)| sequence),
+    }
+}
+
+/// Whether a retry this host scheduled still waits for this host: the run
+/// is RETRYING and this host owns its retry. Anything else means it was
+/// cancelled, taken over or finished meanwhile.
+pub(super) fn retry_is_mine(data: &Data, me: &str) -> bool {
+    RunStatus::parse(text(data, field::STATUS)) == Some(RunStatus::Retrying)
+        && text(data, field::RETRY_OWNER) == me
+}
+
+/// The record of a retry whose trigger left the stream first: FAILED.
+pub(super) fn retry_expired(mut data: Data, now: &str) -> Data {
+    data.insert(field::STATUS.into(), RunStatus::Failed.as_str().into());
+    data.insert(
+        field::ERROR.into(),
+        "Trigger expired before it could be retried".into(),
+    );
+    data.insert(field::FINISHED_AT.into(), now.into());
+    data
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -662,5 +743,172 @@ mod tests {
         for (case, data, expected) in rows {
             assert_eq!(on_lost(&data, &now, &cutoff), expected, "{case}");
         }
+    }
+
+    #[test]
+    fn the_sweep_takes_over_only_abandoned_retries_and_lost_runs_of_ours() {
+        let sweep = Sweep {
+            me: "me",
+            now: "2026-01-01T00:10:00",
+            owner_stale_before: "2026-01-01T00:09:30",
+            lost_before: "2026-01-01T00:05:00",
+            accepting: true,
+        };
+        let record = |pairs: &[(&str, &str)], sequence: Option<i64>| {
+            let mut data = Data::new();
+            for (k, v) in pairs {
+                data.insert((*k).into(), Value::from(*v));
+            }
+            if let Some(n) = sequence {
+                data.insert(field::SEQUENCE.into(), Value::Int(n));
+            }
+            data
+        };
+        let retrying = |owner: &str, at: &str| {
+            vec![
+                (field::STATUS, wire::RETRYING),
+                (field::RETRY_OWNER, owner),
+                (field::RETRY_AT, at),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect::<Vec<_>>()
+        };
+        // (case, record fields, stored sequence, taken over with)
+        type Row<'a> = (&'a str, Vec<(&'a str, String)>, Option<i64>, Option<u64>);
+        let rows: Vec<Row> = vec![
+            (
+                "another host's retry, an ack wait late",
+                retrying("other", "2026-01-01T00:09:00"),
+                Some(7),
+                Some(7),
+            ),
+            (
+                "another host's retry, not yet an ack wait late",
+                retrying("other", "2026-01-01T00:09:45"),
+                Some(7),
+                None,
+            ),
+            (
+                "an unowned retry, due",
+                retrying("", "2026-01-01T00:09:59"),
+                Some(7),
+                Some(7),
+            ),
+            (
+                "an unowned retry, not due",
+                retrying("", "2026-01-01T00:11:00"),
+                Some(7),
+                None,
+            ),
+            (
+                "our own retry (its timer runs it)",
+                retrying("me", "2026-01-01T00:00:00"),
+                Some(7),
+                None,
+            ),
+            (
+                "a retry without a due time",
+                retrying("other", ""),
+                Some(7),
+                None,
+            ),
+            (
+                "the sequence from the run id",
+                retrying("other", "2026-01-01T00:09:00"),
+                None,
+                Some(42),
+            ),
+            (
+                "a lost run",
+                vec![
+                    (field::STATUS, wire::RUNNING.to_owned()),
+                    (field::RETRY_OWNER, "other".to_owned()),
+                    (field::HEARTBEAT_AT, "2026-01-01T00:04:00".to_owned()),
+                ],
+                Some(7),
+                Some(7),
+            ),
+            (
+                "a running run heartbeating",
+                vec![
+                    (field::STATUS, wire::RUNNING.to_owned()),
+                    (field::RETRY_OWNER, "other".to_owned()),
+                    (field::HEARTBEAT_AT, "2026-01-01T00:09:00".to_owned()),
+                ],
+                Some(7),
+                None,
+            ),
+            (
+                "a Python host's record (no retry owner)",
+                vec![
+                    (field::STATUS, wire::RETRYING.to_owned()),
+                    (field::RETRY_AT, "2026-01-01T00:00:00".to_owned()),
+                ],
+                Some(7),
+                None,
+            ),
+            (
+                "a finished run",
+                vec![
+                    (field::STATUS, wire::SUCCEEDED.to_owned()),
+                    (field::RETRY_OWNER, "".to_owned()),
+                ],
+                Some(7),
+                None,
+            ),
+        ];
+        for (case, fields, sequence, expected) in rows {
+            let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let data = record(&pairs, sequence);
+            assert_eq!(take_over(&data, "ingest:42", sweep), expected, "{case}");
+        }
+        let due = record(
+            &[
+                (field::STATUS, wire::RETRYING),
+                (field::RETRY_OWNER, ""),
+                (field::RETRY_AT, "2026-01-01T00:00:00"),
+            ],
+            Some(7),
+        );
+        let stopping = Sweep {
+            accepting: false,
+            ..sweep
+        };
+        assert_eq!(
+            take_over(&due, "ingest:7", stopping),
+            None,
+            "a stopping host takes none"
+        );
+    }
+
+    #[test]
+    fn a_scheduled_retry_runs_only_while_it_is_still_ours() {
+        let record = |status: &str, owner: &str| {
+            let mut data = Data::new();
+            data.insert(field::STATUS.into(), Value::from(status));
+            data.insert(field::RETRY_OWNER.into(), Value::from(owner));
+            data
+        };
+        assert!(retry_is_mine(&record(wire::RETRYING, "me"), "me"));
+        assert!(
+            !retry_is_mine(&record(wire::RETRYING, "other"), "me"),
+            "taken over"
+        );
+        assert!(
+            !retry_is_mine(&record(wire::RETRYING, ""), "me"),
+            "released"
+        );
+        assert!(
+            !retry_is_mine(&record(wire::CANCELLED, "me"), "me"),
+            "cancelled meanwhile"
+        );
+        let failed = retry_expired(record(wire::RETRYING, "me"), "2026-01-01T00:00:00");
+        assert_eq!(text(&failed, field::STATUS), "FAILED");
+        assert_eq!(text(&failed, field::FINISHED_AT), "2026-01-01T00:00:00");
+        assert_eq!(
+            text(&failed, field::ERROR),
+            "Trigger expired before it could be retried"
+        );
     }
 }

@@ -30,7 +30,7 @@ use tracing::{info, warn};
 
 use super::delivery::{self, Meta, Prior};
 use super::retry_queue::Due;
-use super::{Job, JobHostError, Shared, record};
+use super::{Job, JobHostError, Shared, machine, record};
 use crate::CallErrorKind;
 use crate::jobs::time::now_iso;
 
@@ -98,9 +98,7 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
             return schedule(shared, job, run_id, sequence, later);
         }
     };
-    let owned = text(&doc.data, field::STATUS).as_deref() == Some(wire::RETRYING)
-        && text(&doc.data, OWNER).as_deref() == Some(shared.links.instance_id.as_str());
-    if !owned {
+    if !machine::retry_is_mine(&doc.data, &shared.links.instance_id) {
         // Cancelled, taken over, or finished meanwhile.
         return;
     }
@@ -150,13 +148,7 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
 
 /// The trigger left the stream before its retry: the run cannot go on.
 async fn expire(shared: &Shared, job: &Job, run_id: &str, doc: Document) {
-    let mut data = doc.data;
-    data.insert(field::STATUS.into(), wire::FAILED.into());
-    data.insert(
-        field::ERROR.into(),
-        "Trigger expired before it could be retried".into(),
-    );
-    data.insert(field::FINISHED_AT.into(), now_iso().into());
+    let data = machine::retry_expired(doc.data, &now_iso());
     match shared
         .links
         .documents
@@ -213,49 +205,24 @@ pub(super) async fn take_over(
     doc: &Document,
     lost_cutoff: &str,
 ) -> Result<bool, JobHostError> {
-    let Some(owner) = text(&doc.data, OWNER) else {
-        return Ok(false);
-    };
-    if !shared.stopping.accepting() {
-        // Stopping: a claimed retry would wait for yet another host.
-        return Ok(false);
-    }
     let me = shared.links.instance_id.as_str();
     let now = Datetime::now();
-    let last_seen = text(&doc.data, field::HEARTBEAT_AT)
-        .filter(|s| !s.is_empty())
-        .or_else(|| text(&doc.data, field::STARTED_AT))
-        .unwrap_or_default();
-    // Timestamps compare as text, as the reference compares them.
-    let due = match text(&doc.data, field::STATUS).as_deref() {
-        Some(wire::RETRYING) if owner != me => {
-            let at = text(&doc.data, field::RETRY_AT)
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| last_seen.clone());
-            let by = if owner.is_empty() {
-                now.isoformat()
-            } else {
-                iso_before(now, shared.options.ack_wait)
-            };
-            !at.is_empty() && at <= by
-        }
-        Some(wire::RUNNING) => !last_seen.is_empty() && last_seen.as_str() < lost_cutoff,
-        _ => false,
+    let (now_iso, owner_stale_before) = (now.isoformat(), iso_before(now, shared.options.ack_wait));
+    let sweep = machine::Sweep {
+        me,
+        now: &now_iso,
+        owner_stale_before: &owner_stale_before,
+        lost_before: lost_cutoff,
+        accepting: shared.stopping.accepting(),
     };
-    if !due {
-        return Ok(false);
-    }
-    let sequence = match doc.data.get(field::SEQUENCE) {
-        Some(Value::Int(n)) if *n > 0 => u64::try_from(*n).ok(),
-        _ => wire::parse_run_id(&doc.id).map(|(_, seq)| seq),
-    };
-    let Some(sequence) = sequence else {
+    let Some(sequence) = machine::take_over(&doc.data, &doc.id, sweep) else {
         return Ok(false);
     };
+    let owner = text(&doc.data, OWNER).unwrap_or_default();
     let mut data = doc.data.clone();
     data.insert(field::STATUS.into(), wire::RETRYING.into());
     data.insert(OWNER.into(), me.into());
-    data.insert(field::RETRY_AT.into(), now.isoformat().into());
+    data.insert(field::RETRY_AT.into(), now_iso.into());
     match shared
         .links
         .documents
