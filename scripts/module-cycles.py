@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Finds cycles between the modules of a crate's library (default abi-sdk;
+"""Finds cycles between the modules of a crate's library (default: abi-sdk-core and the host crates;
 name crates as arguments, or `--all`).
 
 For every crate under crates/, each directory or file module under src/ is a
@@ -148,7 +148,7 @@ def main() -> int:
     args = sys.argv[1:]
     crates = sorted((ROOT / "crates").glob("*/Cargo.toml"))
     if args != ["--all"]:
-        wanted = set(args or ["abi-sdk"])
+        wanted = set(args or ["abi-sdk-core", "abi-jobs", "abi-agents", "abi-models"])
         crates = [c for c in crates if c.parent.name in wanted]
     bad = 0
     for manifest in crates:

@@ -7,5 +7,6 @@ mod common;
 
 mod client_fake;
 mod jobs_descriptor;
+mod plain_module;
 mod session_fake;
 mod watch_kv;

@@ -1,0 +1,145 @@
+//! A submit: the reference's checks and record, ordered per invocation (and
+//! the conversation's claim is create-only in the store), never behind one
+//! process-wide lock.
+
+use abi_wire::ErrorCode;
+use abi_wire::agents::{RunStatus, field};
+use std::sync::Arc;
+
+use abi_document_model::{Data, Datetime, Document, Value};
+use abi_proto::agent::v1 as apb;
+use abi_wire::agents as wire;
+
+use super::machine::{self, Found};
+use super::refusal::Refusal;
+use super::run::{self, Run, Start, Stored};
+use super::{Shared, claims, writes};
+use crate::handler::InvocationContext;
+use crate::record;
+use abi_sdk_core::CallErrorKind;
+
+/// Accepts (or finds) the invocation `key` of agent `name` for `caller`.
+pub(super) async fn submit(
+    shared: &Arc<Shared>,
+    name: &str,
+    key: &str,
+    caller: &str,
+    req: apb::SubmitRequest,
+) -> Result<Document, Refusal> {
+    machine::check_request(&req).map_err(Refusal::from)?;
+    let fingerprint = wire::fingerprint(
+        caller,
+        &req.thread_id,
+        &req.prompt,
+        &req.mode,
+        req.deadline_seconds,
+    );
+    let _turn = shared.submits.lock(key).await;
+    let runs = &shared.collections.runs;
+    if let Some(existing) = shared.documents().try_get(runs, key).await? {
+        machine::rejoin(&existing.data, caller, &fingerprint, Found::Before)
+            .map_err(Refusal::from)?;
+        if let Some(live) = shared.runs.get(key) {
+            live.watch(&req.updates_inbox);
+        }
+        return Ok(existing);
+    }
+    let closing = shared.is_closing();
+    let reservation = (!closing)
+        .then(|| shared.runs.reserve(shared.options.max_active_runs))
+        .flatten();
+    machine::admit(closing, reservation.is_some()).map_err(Refusal::from)?;
+    let mut data = accepted(shared, name, &req, caller, &fingerprint);
+    let doc = match writes::create(shared, key, data.clone()).await {
+        Ok(doc) => doc,
+        Err(e) if e.kind() == CallErrorKind::VersionConflict => {
+            let existing = shared.documents().get(runs, key).await?;
+            machine::rejoin(&existing.data, caller, &fingerprint, Found::AfterRace)
+                .map_err(Refusal::from)?;
+            return Ok(existing);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let claim_key = wire::claim_key(name, caller, &req.thread_id);
+    let Some(claim) = claims::acquire(shared, &claim_key, key).await? else {
+        record::fail(
+            &mut data,
+            ErrorCode::ConversationBusy,
+            "Conversation has an active or unresolved execution claim",
+        );
+        return Ok(writes::owner_write(shared, key, data, doc.version).await?);
+    };
+    data.insert(
+        field::STATUS.into(),
+        Value::from(RunStatus::Running.as_str()),
+    );
+    let doc = writes::owner_write(shared, key, data.clone(), doc.version).await?;
+    let context = InvocationContext {
+        invocation_id: req.invocation_id.clone(),
+        thread_id: wire::context_thread_id(
+            &shared.links.project,
+            &shared.links.module_id,
+            name,
+            caller,
+            &req.thread_id,
+        ),
+        caller_identity: caller.to_owned(),
+        cancelled: tokio_util::sync::CancellationToken::new(),
+    };
+    let watcher = (!req.updates_inbox.is_empty()).then(|| req.updates_inbox.clone());
+    let live = Arc::new(Run::new(
+        key.to_owned(),
+        name.to_owned(),
+        context,
+        (claim_key, claim.version),
+        Stored {
+            data,
+            version: doc.version,
+        },
+        watcher,
+    ));
+    run::spawn(
+        shared,
+        live,
+        Start {
+            mode: req.mode,
+            prompt: req.prompt,
+            deadline_secs: req.deadline_seconds,
+        },
+    );
+    Ok(doc)
+}
+
+/// The ACCEPTED record, field for field the reference's.
+fn accepted(
+    shared: &Shared,
+    name: &str,
+    req: &apb::SubmitRequest,
+    caller: &str,
+    fingerprint: &str,
+) -> Data {
+    let mut d = Data::new();
+    let text = |d: &mut Data, k: &str, v: &str| {
+        d.insert(k.into(), Value::from(v));
+    };
+    text(&mut d, field::AGENT_NAME, name);
+    text(&mut d, field::INVOCATION_ID, &req.invocation_id);
+    text(&mut d, field::THREAD_ID, &req.thread_id);
+    text(&mut d, field::CALLER, caller);
+    text(&mut d, field::FINGERPRINT, fingerprint);
+    text(&mut d, field::OWNER, shared.instance_id());
+    text(&mut d, field::STATUS, RunStatus::Accepted.as_str());
+    d.insert(field::EVENTS.into(), Value::List(Vec::new()));
+    d.insert(
+        field::OUTPUT_FORMAT.into(),
+        Value::Int(i64::from(wire::OUTPUT_FORMAT)),
+    );
+    d.insert(field::LAST_SEQUENCE.into(), Value::Int(0));
+    d.insert(field::RESULT_PARTS.into(), Value::Int(0));
+    text(&mut d, field::RESULT, "");
+    text(&mut d, field::ERROR_CODE, "");
+    text(&mut d, field::ERROR_MESSAGE, "");
+    text(&mut d, field::SUBMITTED_AT, &Datetime::now().isoformat());
+    text(&mut d, field::TRACE_ID, "");
+    d
+}

@@ -1,0 +1,189 @@
+//! Run records (`job_runs_*/<run_id>` in the module's namespace): every
+//! write is a compare-and-swap, and fenced: a write for an attempt the
+//! record no longer shows (another host or a later attempt took the trigger
+//! over) is dropped, never merged.
+//!
+//! An attempt keeps the record it last wrote ([`Fence::kept`]) and writes
+//! its next fields on that version without reading the record first: the
+//! version still matching means nobody else wrote since, so the fence holds.
+//! Only a `VERSION_CONFLICT` makes it read the record and check the fence.
+
+use abi_document_model::{CollectionSpec, Data, Document, FieldSpec, Value};
+use abi_wire::jobs::{self as wire, field};
+
+use super::{JobHostError, Shared};
+use crate::JobContext;
+use abi_sdk_core::CallError;
+use abi_sdk_core::CallErrorKind;
+
+/// The record fields the reference indexes (retention and the UI query them).
+const INDEXED: [&str; 3] = [field::JOB, field::STATUS, field::FINISHED_AT];
+/// Compare-and-swap tries of one save (the reference's three).
+const SAVE_TRIES: usize = 3;
+
+/// Creates the runs collection, or merges its declaration.
+pub(super) async fn ensure_collection(shared: &Shared) -> Result<(), JobHostError> {
+    let mut spec = CollectionSpec::new(shared.collection.clone());
+    for field in INDEXED {
+        spec = spec.field(FieldSpec::new(field, "string").indexed());
+    }
+    shared.links.documents.ensure_collection(spec).await?;
+    Ok(())
+}
+
+/// The run record, `None` when there is none.
+pub(super) async fn get(shared: &Shared, run_id: &str) -> Result<Option<Document>, CallError> {
+    shared
+        .links
+        .documents
+        .try_get(&shared.collection, run_id)
+        .await
+}
+
+/// Which attempt a write belongs to, and the record it last wrote.
+#[derive(Debug, Clone)]
+pub(super) struct Fence {
+    pub(super) attempt: i64,
+    pub(super) instance: String,
+    pub(super) started_at: String,
+    /// The record as this attempt last wrote it.
+    pub(super) kept: Kept,
+}
+
+/// A record as written: the fields sent and the version the service
+/// answered. The fields are the ones sent, not the ones answered, so the
+/// next write never depends on what a put's reply carries.
+#[derive(Debug, Clone)]
+pub(super) struct Kept {
+    pub(super) version: i64,
+    pub(super) data: Data,
+}
+
+impl Fence {
+    /// Whether `data` is still this attempt, running.
+    fn holds(&self, data: &Data) -> bool {
+        data.get(field::STATUS) == Some(&Value::from(wire::RUNNING))
+            && data.get(field::ATTEMPT) == Some(&Value::Int(self.attempt))
+            && data.get(field::INSTANCE) == Some(&Value::from(self.instance.as_str()))
+            && data.get(field::STARTED_AT) == Some(&Value::from(self.started_at.as_str()))
+    }
+}
+
+/// What a fenced save did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Saved {
+    /// The fields are stored.
+    Written,
+    /// The record belongs to another attempt now; nothing was written.
+    Fenced,
+}
+
+/// Writes the RUNNING record of a new attempt over the version read
+/// (`existing`), or creates it (`if_version = 0`: a record that exists
+/// after all is a `VERSION_CONFLICT`); `replace` drops an older trigger's
+/// fields. Returns the record written.
+pub(super) async fn start(
+    shared: &Shared,
+    run_id: &str,
+    existing: Option<&Document>,
+    fields: Data,
+    replace: bool,
+) -> Result<Kept, CallError> {
+    let (mut data, if_version) = match existing {
+        Some(doc) if !replace => (doc.data.clone(), doc.version),
+        Some(doc) => (created(), doc.version),
+        None => (created(), 0),
+    };
+    data.extend(fields);
+    write(shared, run_id, data, if_version).await
+}
+
+/// Writes `data` on `if_version` (compare-and-swap).
+async fn write(
+    shared: &Shared,
+    run_id: &str,
+    data: Data,
+    if_version: i64,
+) -> Result<Kept, CallError> {
+    let written = shared
+        .links
+        .documents
+        .put(&shared.collection, run_id, data.clone(), Some(if_version))
+        .await?;
+    Ok(Kept {
+        version: written.version,
+        data,
+    })
+}
+
+fn created() -> Data {
+    let mut data = Data::new();
+    data.insert(
+        field::CREATED_AT.into(),
+        Value::from(super::super::time::now_iso()),
+    );
+    data
+}
+
+/// Merges `fields` into the record if `fence` still holds: first on the
+/// version the attempt kept, then (on a `VERSION_CONFLICT`) on the version
+/// read, compare-and-swap, three tries. A write moves the kept version on.
+pub(super) async fn save(
+    shared: &Shared,
+    run_id: &str,
+    fields: &Data,
+    fence: &mut Fence,
+) -> Result<Saved, CallError> {
+    // The kept record is this attempt's own RUNNING write; the check only
+    // guards against a save after the attempt's outcome was written.
+    if fence.holds(&fence.kept.data) {
+        match put_merged(shared, run_id, &fence.kept.data, fence.kept.version, fields).await {
+            Ok(kept) => {
+                fence.kept = kept;
+                return Ok(Saved::Written);
+            }
+            Err(e) if e.kind() == CallErrorKind::VersionConflict => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut last = None;
+    for _ in 0..SAVE_TRIES {
+        let Some(doc) = get(shared, run_id).await? else {
+            return Ok(Saved::Fenced);
+        };
+        if !fence.holds(&doc.data) {
+            return Ok(Saved::Fenced);
+        }
+        match put_merged(shared, run_id, &doc.data, doc.version, fields).await {
+            Ok(kept) => {
+                fence.kept = kept;
+                return Ok(Saved::Written);
+            }
+            Err(e) if e.kind() == CallErrorKind::VersionConflict => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        CallError::new(
+            CallErrorKind::VersionConflict,
+            format!("Could not save job run {run_id}"),
+        )
+    }))
+}
+
+/// `fields` merged into `over`, written on `version`.
+async fn put_merged(
+    shared: &Shared,
+    run_id: &str,
+    over: &Data,
+    version: i64,
+    fields: &Data,
+) -> Result<Kept, CallError> {
+    let mut data = over.clone();
+    data.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
+    write(shared, run_id, data, version).await
+}
+/// The handler's log lines as the record stores them.
+pub(super) fn logs(cx: &JobContext) -> Value {
+    Value::List(cx.logs().into_iter().map(Value::from).collect())
+}
