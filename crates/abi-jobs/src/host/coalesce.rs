@@ -13,14 +13,16 @@
 //!
 //! Timestamps compare as text, the reference's format (`started_at` and
 //! `finished_at` from the hosts' clocks, `fired_at` from the server's).
+//! What counts as going, and the SKIPPED record, are decided in
+//! `machine.rs`; this file only reads the records.
 
-use abi_document_model::{Data, Datetime, FindQuery, Predicate, Value};
-use abi_wire::jobs::{self as wire, field};
+use abi_document_model::{Datetime, FindQuery};
 
-use super::Shared;
+use super::{Shared, machine};
 use abi_sdk_core::CallError;
 
-/// The run of `job` that was going when the tick `run_id` fired at `fired`.
+/// The run of `job` that was going when the tick `run_id` fired at `fired`
+/// ([`machine::going_when_fired`] says what "going" is; this reads it).
 pub(super) async fn overlapping(
     shared: &Shared,
     job: &str,
@@ -29,21 +31,10 @@ pub(super) async fn overlapping(
 ) -> Result<Option<String>, CallError> {
     let wait = i64::try_from(shared.options.ack_wait.as_micros()).unwrap_or(i64::MAX);
     let now = Datetime::now();
-    let alive = Datetime::from_unix_micros(now.unix_micros().saturating_sub(wait))
+    let alive_since = Datetime::from_unix_micros(now.unix_micros().saturating_sub(wait))
         .unwrap_or(now)
         .isoformat();
-    let running = vec![
-        Predicate::new(field::JOB, "eq", job),
-        Predicate::new(field::STATUS, "eq", wire::RUNNING),
-        Predicate::new(field::STARTED_AT, "lte", fired),
-        Predicate::new(field::HEARTBEAT_AT, "gt", alive),
-    ];
-    let finished = vec![
-        Predicate::new(field::JOB, "eq", job),
-        Predicate::new(field::STARTED_AT, "lte", fired),
-        Predicate::new(field::FINISHED_AT, "gt", fired),
-    ];
-    for where_ in [running, finished] {
+    for where_ in machine::going_when_fired(job, fired, &alive_since) {
         let query = FindQuery {
             where_,
             // The tick's own record may match (a redelivery): one more.
@@ -60,26 +51,4 @@ pub(super) async fn overlapping(
         }
     }
     Ok(None)
-}
-
-/// The fields of a coalesced tick's record, from those its run would have
-/// started with: SKIPPED, never started, no attempt used.
-pub(super) fn skipped(mut fields: Data, attempts_used: i64, other: &str) -> Data {
-    fields.remove(field::STARTED_AT);
-    fields.remove(field::HEARTBEAT_AT);
-    let now = crate::time::now_iso();
-    for (k, v) in [
-        (field::STATUS, Value::from(wire::SKIPPED)),
-        (field::ATTEMPT, Value::Int(attempts_used)),
-        (field::LOGS, Value::List(Vec::new())),
-        (field::RESULT, Value::Null),
-        (
-            field::SKIP_REASON,
-            format!("Coalesced: fired while run {other} was still going").into(),
-        ),
-        (field::FINISHED_AT, now.into()),
-    ] {
-        fields.insert(k.to_owned(), v);
-    }
-    fields
 }

@@ -309,10 +309,11 @@ async fn run_attempt(
     put(field::HEARTBEAT_AT, now_iso().into());
     put(field::TRACE_ID, "".into());
     put(field::ERROR, "".into());
-    if job.spec.coalesces_ticks() && trigger[field::TRIGGER_KIND] == wire::SCHEDULE_TRIGGER {
+    let trigger_kind = trigger[field::TRIGGER_KIND].as_str().unwrap_or("");
+    if machine::coalesces(job.spec.coalesces_ticks(), trigger_kind) {
         match super::coalesce::overlapping(shared, job.spec.name(), run_id, fired).await {
             Ok(Some(other)) => {
-                let fields = super::coalesce::skipped(fields, attempt - 1, &other);
+                let fields = machine::coalesced(fields, attempt - 1, &other, &now_iso());
                 match record::start(shared, run_id, existing, fields, replace).await {
                     Ok(_) => {}
                     Err(err) if conflicted(&err) => return Step::Reread,

@@ -15,8 +15,8 @@
 
 use std::time::Duration;
 
-use abi_document_model::{Data, Datetime, Value};
-use abi_wire::jobs::{Ack, RunStatus, field};
+use abi_document_model::{Data, Datetime, Predicate, Value};
+use abi_wire::jobs::{self as wire, Ack, RunStatus, field};
 
 /// The shortest wait before a delivery held back by a live owner comes again.
 pub(super) const MIN_OWNER_WAIT: Duration = Duration::from_secs(1);
@@ -352,6 +352,56 @@ pub(super) fn retry_expired(mut data: Data, now: &str) -> Data {
     );
     data.insert(field::FINISHED_AT.into(), now.into());
     data
+}
+
+/// Whether a delivery must look for a run still going before it starts
+/// (tick coalescing): only a schedule's tick, of a job that coalesces.
+pub(super) fn coalesces(job_coalesces: bool, trigger_kind: &str) -> bool {
+    job_coalesces && trigger_kind == wire::SCHEDULE_TRIGGER
+}
+
+/// The two ways another run of `job` counts as going when a tick fired at
+/// `fired`, as queries on the run records (so runs of every host count,
+/// Python ones too): RUNNING, started at or before the tick and heartbeating
+/// after `alive_since` (one ack wait ago: a run whose host died stops
+/// counting); or started at or before the tick and finished after it.
+/// Timestamps compare as text, in the reference's format.
+pub(super) fn going_when_fired(job: &str, fired: &str, alive_since: &str) -> [Vec<Predicate>; 2] {
+    [
+        vec![
+            Predicate::new(field::JOB, "eq", job),
+            Predicate::new(field::STATUS, "eq", RunStatus::Running.as_str()),
+            Predicate::new(field::STARTED_AT, "lte", fired),
+            Predicate::new(field::HEARTBEAT_AT, "gt", alive_since),
+        ],
+        vec![
+            Predicate::new(field::JOB, "eq", job),
+            Predicate::new(field::STARTED_AT, "lte", fired),
+            Predicate::new(field::FINISHED_AT, "gt", fired),
+        ],
+    ]
+}
+
+/// The record of a coalesced tick, from the fields its run would have
+/// started with: SKIPPED at `now`, never started, no attempt spent (the
+/// attempt stays `attempts_used`), naming the run `other` that was going.
+pub(super) fn coalesced(mut fields: Data, attempts_used: i64, other: &str, now: &str) -> Data {
+    fields.remove(field::STARTED_AT);
+    fields.remove(field::HEARTBEAT_AT);
+    for (k, v) in [
+        (field::STATUS, Value::from(RunStatus::Skipped.as_str())),
+        (field::ATTEMPT, Value::Int(attempts_used)),
+        (field::LOGS, Value::List(Vec::new())),
+        (field::RESULT, Value::Null),
+        (
+            field::SKIP_REASON,
+            format!("Coalesced: fired while run {other} was still going").into(),
+        ),
+        (field::FINISHED_AT, now.into()),
+    ] {
+        fields.insert(k.to_owned(), v);
+    }
+    fields
 }
 
 #[cfg(test)]
@@ -910,5 +960,83 @@ mod tests {
             text(&failed, field::ERROR),
             "Trigger expired before it could be retried"
         );
+    }
+
+    #[test]
+    fn only_a_coalescing_jobs_schedule_ticks_look_for_a_run_going() {
+        let rows = [
+            (true, wire::SCHEDULE_TRIGGER, true),
+            (true, "manual", false),
+            (true, "event", false),
+            (false, wire::SCHEDULE_TRIGGER, false),
+        ];
+        for (job_coalesces, kind, expected) in rows {
+            assert_eq!(
+                coalesces(job_coalesces, kind),
+                expected,
+                "{job_coalesces} {kind}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_is_going_when_it_heartbeats_or_finished_after_the_tick() {
+        let [running, finished] = going_when_fired("ingest", "T1", "T0");
+        let shape = |where_: &[Predicate]| -> Vec<(String, String, Value)> {
+            where_
+                .iter()
+                .map(|p| (p.field.clone(), p.operator.clone(), p.value.clone()))
+                .collect()
+        };
+        let row = |f: &str, op: &str, v: &str| (f.to_owned(), op.to_owned(), Value::from(v));
+        assert_eq!(
+            shape(&running),
+            [
+                row(field::JOB, "eq", "ingest"),
+                row(field::STATUS, "eq", wire::RUNNING),
+                row(field::STARTED_AT, "lte", "T1"),
+                row(field::HEARTBEAT_AT, "gt", "T0"),
+            ]
+        );
+        assert_eq!(
+            shape(&finished),
+            [
+                row(field::JOB, "eq", "ingest"),
+                row(field::STARTED_AT, "lte", "T1"),
+                row(field::FINISHED_AT, "gt", "T1"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_coalesced_tick_is_skipped_unstarted_and_spends_no_attempt() {
+        let mut started = Data::new();
+        for (k, v) in [
+            (field::RUN_ID, "ingest:9"),
+            (field::STATUS, wire::RUNNING),
+            (field::STARTED_AT, "2026-01-01T00:00:00"),
+            (field::HEARTBEAT_AT, "2026-01-01T00:00:00"),
+            (field::FIRED_AT, "2026-01-01T00:00:00"),
+        ] {
+            started.insert(k.into(), Value::from(v));
+        }
+        let skipped = coalesced(started, 0, "ingest:8", "2026-01-01T00:00:01");
+        assert_eq!(text(&skipped, field::STATUS), wire::SKIPPED);
+        assert_eq!(skipped.get(field::ATTEMPT), Some(&Value::Int(0)));
+        assert!(!skipped.contains_key(field::STARTED_AT));
+        assert!(!skipped.contains_key(field::HEARTBEAT_AT));
+        assert_eq!(skipped.get(field::LOGS), Some(&Value::List(Vec::new())));
+        assert_eq!(skipped.get(field::RESULT), Some(&Value::Null));
+        assert_eq!(
+            text(&skipped, field::SKIP_REASON),
+            "Coalesced: fired while run ingest:8 was still going"
+        );
+        assert_eq!(text(&skipped, field::FINISHED_AT), "2026-01-01T00:00:01");
+        assert_eq!(
+            text(&skipped, field::FIRED_AT),
+            "2026-01-01T00:00:00",
+            "kept"
+        );
+        assert_eq!(text(&skipped, field::RUN_ID), "ingest:9", "kept");
     }
 }

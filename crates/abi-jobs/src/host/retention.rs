@@ -63,6 +63,44 @@ fn statuses(list: &[&str]) -> Value {
     Value::List(list.iter().map(|s| Value::from(*s)).collect())
 }
 
+/// The two queries of a job's expired runs, at `now`: finished runs other
+/// than SKIPPED whose `finished_at` is older than `max_age`, and SKIPPED
+/// runs older than `skipped_max_age`. Runs not finished never match.
+fn expired(job: &str, retention: &JobRetention, now: Datetime) -> [Vec<Predicate>; 2] {
+    let kept: Vec<&str> = wire::TERMINAL_STATUSES
+        .iter()
+        .copied()
+        .filter(|s| *s != wire::SKIPPED)
+        .collect();
+    let older = |list: &[&str], age: Duration| {
+        vec![
+            Predicate::new(field::JOB, "eq", job),
+            Predicate::new(field::STATUS, "in", statuses(list)),
+            Predicate::new(field::FINISHED_AT, "lt", cutoff(now, age)),
+        ]
+    };
+    [
+        older(&kept, retention.max_age),
+        older(&[wire::SKIPPED], retention.skipped_max_age),
+    ]
+}
+
+/// The query of a job's finished runs (what `max_runs_per_job` counts).
+fn finished(job: &str) -> Vec<Predicate> {
+    vec![
+        Predicate::new(field::JOB, "eq", job),
+        Predicate::new(field::STATUS, "in", statuses(&wire::TERMINAL_STATUSES)),
+    ]
+}
+
+/// How many of a job's `count` finished runs are beyond what it keeps (0
+/// counts as 1, as the reference refuses it).
+fn excess(count: i64, retention: &JobRetention) -> u64 {
+    u64::try_from(count)
+        .unwrap_or(0)
+        .saturating_sub(retention.max_runs_per_job.max(1))
+}
+
 /// One retention pass over `jobs`; returns how many runs it deleted.
 pub(super) async fn prune(
     shared: &Shared,
@@ -72,45 +110,26 @@ pub(super) async fn prune(
     let now = Datetime::now();
     let batch = retention.batch.max(1);
     let mut budget = batch;
-    let kept: Vec<&str> = wire::TERMINAL_STATUSES
-        .iter()
-        .copied()
-        .filter(|s| *s != wire::SKIPPED)
-        .collect();
     for job in jobs {
         let name = job.spec.name();
-        for (list, max_age) in [
-            (kept.as_slice(), retention.max_age),
-            (&[wire::SKIPPED][..], retention.skipped_max_age),
-        ] {
+        for where_ in expired(name, retention, now) {
             if budget == 0 {
                 return Ok(batch);
             }
-            let where_ = vec![
-                Predicate::new(field::JOB, "eq", name),
-                Predicate::new(field::STATUS, "in", statuses(list)),
-                Predicate::new(field::FINISHED_AT, "lt", cutoff(now, max_age)),
-            ];
             budget -= delete(shared, where_, None, budget).await?;
         }
         if budget == 0 {
             return Ok(batch);
         }
-        let finished = vec![
-            Predicate::new(field::JOB, "eq", name),
-            Predicate::new(field::STATUS, "in", statuses(&wire::TERMINAL_STATUSES)),
-        ];
         let count = shared
             .links
             .documents
-            .count(&shared.collection, finished.clone())
+            .count(&shared.collection, finished(name))
             .await?;
-        let excess = u64::try_from(count)
-            .unwrap_or(0)
-            .saturating_sub(retention.max_runs_per_job.max(1));
+        let excess = excess(count, retention);
         if excess > 0 {
             let order = Some(OrderBy::asc(field::FINISHED_AT));
-            budget -= delete(shared, finished, order, excess.min(budget)).await?;
+            budget -= delete(shared, finished(name), order, excess.min(budget)).await?;
         }
     }
     let deleted = batch - budget;
@@ -175,5 +194,57 @@ mod tests {
             cutoff(whole, Duration::from_secs(3600)),
             "2026-09-21T13:13:20+00:00"
         );
+    }
+
+    #[test]
+    fn a_job_keeps_its_newest_finished_runs_and_at_least_one() {
+        let keep = |n| JobRetention {
+            max_runs_per_job: n,
+            ..JobRetention::default()
+        };
+        let rows = [
+            (0, keep(1000), 0),
+            (1000, keep(1000), 0),
+            (1005, keep(1000), 5),
+            (3, keep(0), 2),
+            (-1, keep(10), 0),
+        ];
+        for (count, retention, expected) in rows {
+            assert_eq!(excess(count, &retention), expected, "{count} {retention:?}");
+        }
+    }
+
+    #[test]
+    fn expired_runs_are_finished_ones_past_their_age_skipped_ones_sooner() {
+        let now = Datetime::from_unix_micros(1_790_000_000_000_000).unwrap();
+        let retention = JobRetention::default();
+        let [kept, skipped] = expired("ingest", &retention, now);
+        let status_list = |where_: &[Predicate]| where_[1].value.clone();
+        let not_skipped: Vec<&str> = wire::TERMINAL_STATUSES
+            .iter()
+            .copied()
+            .filter(|s| *s != wire::SKIPPED)
+            .collect();
+        assert_eq!(status_list(&kept), statuses(&not_skipped));
+        assert_eq!(status_list(&skipped), statuses(&[wire::SKIPPED]));
+        for where_ in [&kept, &skipped] {
+            assert_eq!(where_[0].value, Value::from("ingest"));
+            assert_eq!(where_[2].field, field::FINISHED_AT);
+            assert_eq!(where_[2].operator, "lt");
+        }
+        assert_eq!(kept[2].value, Value::from(cutoff(now, retention.max_age)));
+        assert_eq!(
+            skipped[2].value,
+            Value::from(cutoff(now, retention.skipped_max_age))
+        );
+        for status in [wire::QUEUED, wire::RUNNING, wire::RETRYING] {
+            let unfinished = Value::from(status);
+            for where_ in [&kept, &skipped, &finished("ingest")] {
+                let Value::List(listed) = &where_[1].value else {
+                    panic!("a status list")
+                };
+                assert!(!listed.contains(&unfinished), "{status} is never pruned");
+            }
+        }
     }
 }
