@@ -42,6 +42,11 @@ fn percentile(sorted: &[Duration], pct: usize) -> Option<Duration> {
 
 /// Runs `op(k)` for `k` in `0..iters`, one at a time, and collects the
 /// latencies it reports. The first error is printed to stderr.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it holds only its samples, lost when dropped; `op`'s call in flight is dropped
+/// with whatever that leaves.
 pub async fn sequential<F, Fut>(what: &str, iters: usize, mut op: F) -> Samples
 where
     F: FnMut(usize) -> Fut,
@@ -67,6 +72,11 @@ where
 
 /// Successful operations per second and failures, with `callers` concurrent
 /// loops calling `op(caller, k)` until `duration` has passed.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it holds only its counts, lost when dropped; the callers' calls in flight are
+/// dropped with whatever those leave.
 pub async fn throughput<F, Fut>(what: &str, callers: usize, duration: Duration, op: F) -> (f64, u64)
 where
     F: Fn(usize, usize) -> Fut,

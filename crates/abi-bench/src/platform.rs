@@ -85,6 +85,11 @@ impl Platform {
     /// # Errors
     ///
     /// When a binary is missing or a service does not come up in a minute.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: what it started goes with the future: the nats-server by its `Drop`, the
+    /// services by `kill_on_drop`, and the scratch directory is removed.
     pub async fn start(bins: Binaries, project: &str, secret: &str) -> anyhow::Result<Self> {
         let discovery_bin = service::discovery_binary(bins.discovery)?;
         let documents_bin =
@@ -171,6 +176,11 @@ impl Platform {
     }
 
     /// Stops the services, then the nats-server.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping it drops the services and the nats-server, which kills them (SIGKILL)
+    /// rather than stopping them with SIGTERM.
     pub async fn stop(self) {
         self.documents.stop().await;
         self.discovery.stop().await;

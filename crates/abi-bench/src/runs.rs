@@ -32,6 +32,11 @@ const ESTIMATED_BYTES_PER_INSTANCE: usize = 200;
 ///
 /// When a service cannot be started or the server cannot be reached; failed
 /// calls are counted in the table instead.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped, the nats-server and the service under test are killed (their `Drop`
+/// and `kill_on_drop`) and no table comes out; the echo task, if started, runs on detached.
 pub async fn run_all(args: &Args) -> anyhow::Result<String> {
     eprintln!(
         "abi-bench: {} calls per latency cell, {:?} of throughput, {} callers",

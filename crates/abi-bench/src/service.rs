@@ -51,6 +51,11 @@ pub struct Usage {
 /// # Errors
 ///
 /// When it does not start or does not answer within a minute.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the child is spawned with `kill_on_drop`, so dropping the future before it answers
+/// kills it.
 pub async fn start_ours(
     bin: &Path,
     nats_url: &str,
@@ -100,6 +105,11 @@ pub async fn start_ours(
 /// # Errors
 ///
 /// When the process exits, or nothing answers within the start timeout.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only polls `answers` and sleeps; `child` is borrowed, so dropping the future
+/// leaves it to its owner.
 pub async fn wait_answering<F, Fut>(
     child: &mut tokio::process::Child,
     name: &str,
@@ -128,6 +138,11 @@ where
 /// # Errors
 ///
 /// When it does not start or does not print `ready` within a minute.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the child is spawned with `kill_on_drop`, so dropping the future before `ready`
+/// kills it.
 pub async fn start_reference(
     python: &Path,
     script: &Path,
@@ -153,6 +168,11 @@ pub async fn start_reference(
 /// # Errors
 ///
 /// When it exits, or does not print `ready` in time.
+///
+/// # Cancel safety
+///
+/// Cancel safe: `child` is moved in, so dropping the future drops it, which kills it when it was
+/// spawned with `kill_on_drop` (as every child of this crate is).
 pub async fn wait_ready_line(mut child: Child, what: &str) -> anyhow::Result<Service> {
     let pid = child
         .id()
@@ -211,6 +231,11 @@ impl Service {
 
     /// Asks the process to stop (SIGTERM), and kills it if it has not exited
     /// within 10 s.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the service is moved in; dropped before it exits, its child is dropped and so
+    /// killed (SIGKILL, as spawned with `kill_on_drop`).
     pub async fn stop(mut self) {
         let term = Command::new("kill")
             .args(["-TERM", &self.pid.to_string()])

@@ -107,6 +107,11 @@ response!(
 /// # Errors
 ///
 /// A transport error, a reply that does not decode, or a `CallError`.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped after the request went out, the service may still carry it out (a
+/// register or renew) and its reply is lost.
 pub async fn call<R: Response>(
     client: &Client,
     subject: &str,

@@ -15,6 +15,11 @@ use crate::error::Failure;
 ///
 /// [`Failure`] with exit code 2 when a setting is malformed, 3 when the
 /// server cannot be reached.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads the settings and connects; a connection not made yet is abandoned
+/// and nothing is left open.
 pub async fn nats(global: &Global) -> Result<async_nats::Client, Failure> {
     let timeout = Duration::from_secs(global.timeout_secs.max(1));
     let mut settings = global.nats.validate().map_err(|errors| {
@@ -49,6 +54,10 @@ pub async fn nats(global: &Global) -> Result<async_nats::Client, Failure> {
 /// # Errors
 ///
 /// Missing credentials (exit 2) or NATS unreachable (exit 3).
+///
+/// # Cancel safety
+///
+/// Cancel safe: as [`nats`]; it only reads the credentials and connects.
 pub async fn client(global: &Global, env: Env<'_>) -> Result<DiscoveryClient, Failure> {
     let token = auth::token_source(global, env)?;
     let nats = nats(global).await?;

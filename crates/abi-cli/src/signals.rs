@@ -3,6 +3,10 @@
 use std::time::Duration;
 
 /// Resolves after `for_secs` seconds (never when `None`).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only sleeps (or waits forever); dropping it just drops the timer.
 pub async fn after(for_secs: Option<f64>) {
     match for_secs {
         Some(secs) => tokio::time::sleep(Duration::from_secs_f64(secs.max(0.0))).await,
@@ -11,6 +15,11 @@ pub async fn after(for_secs: Option<f64>) {
 }
 
 /// Resolves on SIGINT or SIGTERM (or at once if they cannot be watched).
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping it drops the listeners, but tokio keeps its handlers installed, so a
+/// later SIGINT or SIGTERM no longer ends the process by itself.
 pub async fn interrupted() {
     #[cfg(unix)]
     {

@@ -31,6 +31,10 @@ pub struct Stored {
 ///
 /// The bucket does not exist (exit 1, with a hint), the read timed out
 /// (exit 3), or the bytes do not decode.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads the KV key; dropping it abandons the read.
 pub async fn read(nats: async_nats::Client, global: &Global) -> anyhow::Result<Stored> {
     let name = registry_bucket(&global.project);
     let js = async_nats::jetstream::new(nats);

@@ -206,6 +206,11 @@ impl NatsCluster {
     /// # Panics
     ///
     /// When `i` is out of range.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads `/connz`; dropped, the blocking GET still finishes on the
+    /// blocking pool (within its 2 s timeouts) and its answer is discarded.
     pub async fn client_names(&self, i: usize) -> Vec<String> {
         if !self.is_running(i) {
             return Vec::new();
@@ -238,6 +243,10 @@ impl NatsCluster {
     /// name) is connected to now, asking each node's `/connz` once; `None`
     /// while it is connected nowhere (e.g. reconnecting). Poll it with
     /// [`wait_until`](crate::wait_until) to wait for a (re)connection.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads, as [`NatsCluster::client_names`].
     pub async fn connected_node(&self, client_name: &str) -> Option<usize> {
         for i in 0..self.nodes.len() {
             if self

@@ -5,6 +5,10 @@ use std::time::Duration;
 /// The `server_name` of `stream`'s leader, asked through `client` with a
 /// short deadline: `None` while no leader is elected (requests then go
 /// unanswered) or when the stream does not exist.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads the stream's info; dropping it abandons the request.
 pub async fn stream_leader(client: &async_nats::Client, stream: &str) -> Option<String> {
     let context = async_nats::jetstream::new(client.clone());
     let info = tokio::time::timeout(Duration::from_millis(500), async {
@@ -21,6 +25,10 @@ pub async fn stream_leader(client: &async_nats::Client, stream: &str) -> Option<
 /// # Panics
 ///
 /// When no such leader is elected in time.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only polls the stream's info and sleeps.
 pub async fn wait_for_stream_leader(
     client: &async_nats::Client,
     stream: &str,

@@ -143,6 +143,11 @@ impl ReferenceOwner {
     ///
     /// When it does not start serving within [`REFERENCE_START_TIMEOUT`],
     /// with what it wrote on stderr.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the child is spawned with `kill_on_drop` ([`spawn_until_ready`]), so dropping
+    /// the future kills it and removes the stderr file.
     pub async fn start(url: &str, secret: &str, project: &str, lease_seconds: u32) -> Self {
         let stderr = tempfile::NamedTempFile::new().expect("a temporary file for stderr");
         let mut command = serve_command(
@@ -165,6 +170,11 @@ impl ReferenceOwner {
 
     /// Stops it with SIGTERM and returns whether it exited cleanly (within
     /// 30 s).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: SIGTERM is sent before the first await; dropped before the owner exits, its
+    /// child is dropped too and so killed (SIGKILL).
     pub async fn stop(mut self) -> bool {
         if let Some(pid) = self.child.id() {
             let _ = std::process::Command::new("kill")
@@ -190,6 +200,11 @@ impl ReferenceOwner {
 ///
 /// When the dump fails or does not finish within
 /// [`REFERENCE_START_TIMEOUT`].
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped before the dump ends, the Python process is not killed (no
+/// `kill_on_drop`); it runs on until it finishes by itself.
 pub async fn reference_dump(url: &str, project: &str) -> Vec<(String, String)> {
     let out = tokio::time::timeout(
         REFERENCE_START_TIMEOUT,

@@ -82,6 +82,10 @@ impl WireClient {
     /// # Panics
     ///
     /// When it cannot connect, or `project` is not a valid project name.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only connects; a dropped call leaves no connection open.
     pub async fn connect(url: &str, project: &str) -> Self {
         let client = async_nats::connect(url.split(',').collect::<Vec<_>>())
             .await
@@ -131,6 +135,11 @@ impl WireClient {
     /// # Panics
     ///
     /// When no reply comes before the deadline or the request fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: as [`WireClient::try_raw`], a request already sent may still be acted on
+    /// by the service, its reply lost.
     pub async fn raw(&self, op: Operation, headers: HeaderMap, payload: Vec<u8>) -> Bytes {
         match self.try_raw(op, headers, payload.into()).await {
             Ok(reply) => reply,
@@ -164,6 +173,11 @@ impl WireClient {
     /// # Panics
     ///
     /// When there is no reply, or it does not decode as `R`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: as [`WireClient::try_call`], a request already sent may still be acted on
+    /// by the service, its reply lost.
     pub async fn call<R: prost::Message + Default>(
         &self,
         op: Operation,
@@ -182,6 +196,10 @@ impl WireClient {
     /// # Panics
     ///
     /// When nobody answers in time.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only sends `list_modules` probes (reads) and sleeps between them.
     pub async fn wait_ready(&self, token: &str, timeout: Duration) {
         let probe = self.clone().with_timeout(Duration::from_secs(2));
         let request = abi_proto::discovery::v1::ListModulesRequest {

@@ -28,6 +28,11 @@ pub type PerCall = BTreeMap<String, f64>;
 /// # Errors
 ///
 /// When the subscriptions cannot be made.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped before the end, the counting tasks are not aborted and keep their
+/// subscriptions open, detached, until the connection closes.
 pub async fn per_call<F, Fut, T>(
     nats: &async_nats::Client,
     project: &str,

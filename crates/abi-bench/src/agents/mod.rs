@@ -133,6 +133,11 @@ fn module_key(identity: &str) -> anyhow::Result<String> {
 ///
 /// When a process cannot be started or set up, or the bus cannot be
 /// reached; failed calls are counted in the table instead.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped, the platform and the target are killed (their `Drop` and
+/// `kill_on_drop`) rather than stopped, and no table comes out; with `--serve`, as `serve::run`.
 pub async fn run(args: &Args) -> anyhow::Result<String> {
     if let Some(serve) = &args.serve {
         serve::run(&serve[0], &serve[1]).await?;

@@ -32,6 +32,11 @@ pub struct Target<'a> {
 
 /// Records the CPU the target and the shared services spent since
 /// `before`, and the target's usage, then stops the target.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the column is filled before the only await; dropped during the stop, the target is
+/// dropped and so killed (SIGKILL) instead of stopped with SIGTERM.
 pub async fn finish(
     platform: &Platform,
     svc: Service,
@@ -52,6 +57,11 @@ pub async fn finish(
 
 /// The raw floor: request-reply round trips one at a time, then with the
 /// concurrent callers.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the floor only echoes; dropping it drops the requests in flight and what was
+/// measured so far.
 pub async fn raw(
     platform: &Platform,
     svc: &Service,
@@ -96,6 +106,11 @@ impl Target<'_> {
     /// # Errors
     ///
     /// When the target never answers, or the call counter cannot subscribe.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped mid-phase, the column is left half filled, the target is killed by
+    /// `kill_on_drop` rather than stopped, and a counting pass's tasks may linger.
     pub async fn host(
         &self,
         svc: Service,

@@ -28,6 +28,11 @@ pub const REFERENCE_MODULE: &str = "bench.reference";
 /// # Errors
 ///
 /// When it does not start or is not ready within a minute.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the child is spawned with `kill_on_drop`, so dropping the future before `ready`
+/// kills it.
 pub async fn spawn_rust(kind: &str, url: &str) -> anyhow::Result<Service> {
     let exe = std::env::current_exe().context("this executable")?;
     eprintln!("starting {} agents --serve {kind}", exe.display());
@@ -49,6 +54,11 @@ pub async fn spawn_rust(kind: &str, url: &str) -> anyhow::Result<Service> {
 /// # Errors
 ///
 /// When it does not start or is not ready within a minute.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the Python module is spawned with `kill_on_drop`, so dropping the future before
+/// `ready` kills it.
 pub async fn spawn_reference(python: &Path, script: &Path, url: &str) -> anyhow::Result<Service> {
     eprintln!("starting {} {}", python.display(), script.display());
     let child = Command::new(python)
@@ -77,6 +87,11 @@ pub async fn spawn_reference(python: &Path, script: &Path, url: &str) -> anyhow:
 /// # Errors
 ///
 /// When `kind` is unknown or the target cannot start.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: the raw floor only drops its subscription, but a dropped `Runner::run` (ours)
+/// skips the drain: calls in flight are cut and the registration is not released.
 pub async fn run(kind: &str, url: &str) -> anyhow::Result<()> {
     match kind {
         "raw" => raw_floor(url).await,

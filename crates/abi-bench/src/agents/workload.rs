@@ -40,6 +40,11 @@ impl Measured {
 
 /// `WARMUP` then `iters` calls of `op(k)`, one at a time: the latency of
 /// each measured call that succeeded.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it holds only its samples; dropped, it drops `op`'s call in flight, and `out`
+/// keeps the failures counted so far but gets no latency.
 pub async fn latency<F, Fut>(what: &str, iters: usize, out: &mut Measured, mut op: F)
 where
     F: FnMut(usize) -> Fut,
@@ -63,6 +68,11 @@ where
 /// `callers` concurrent loops, caller `c` calling `op(c, k)` until
 /// `duration` has passed: successful calls per second over the whole span
 /// (calls in flight at the deadline finish after it and count).
+///
+/// # Cancel safety
+///
+/// Cancel safe: `out` is written only at the end, so a dropped call leaves it as it was; the
+/// callers' calls in flight are dropped.
 pub async fn throughput<F, Fut>(
     what: &str,
     callers: usize,

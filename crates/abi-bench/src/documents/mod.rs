@@ -134,6 +134,11 @@ impl Args {
 ///
 /// When a server cannot be started, stopped or set up, or the bus cannot be
 /// reached; failed calls are counted in the table instead.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped, the nats-server, the echo and the server under test are killed by
+/// their `Drop`s and no table comes out; a PostgreSQL still starting is killed when its task ends.
 pub async fn run(args: &Args) -> anyhow::Result<String> {
     let shape = args.shape();
     eprintln!(

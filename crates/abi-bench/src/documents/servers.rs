@@ -45,6 +45,11 @@ const INHERITED_SETTINGS: [&str; 7] = [
 /// # Errors
 ///
 /// When it does not start or does not answer within a minute.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the child is spawned with `kill_on_drop`, so dropping the future before it answers
+/// kills it.
 pub async fn start_ours(
     bin: &Path,
     nats_url: &str,
@@ -79,6 +84,11 @@ pub async fn start_ours(
 /// # Errors
 ///
 /// When it does not start or does not answer within a minute.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the child is spawned with `kill_on_drop`, so dropping the future before it answers
+/// kills it (it is already inside a [`Service`] once `ready` is read).
 pub async fn start_reference(
     python: &Path,
     script: &Path,
@@ -130,6 +140,10 @@ async fn answers(client: &Client, headers: &HeaderMap) -> bool {
 /// # Errors
 ///
 /// When one still answers after 10 s.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only sends probe requests and sleeps; dropping it abandons the probe in flight.
 pub async fn wait_bus_free(client: &Client) -> anyhow::Result<()> {
     let subject = documents::operation(Operation::Collections);
     let start = Instant::now();

@@ -179,6 +179,11 @@ impl Calls<'_> {
     /// # Errors
     ///
     /// A refusal, or an answer not at version 1.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after the put went out, the document may be created with its
+    /// answer unchecked and untallied; creating the same id again then conflicts.
     pub async fn create(
         &self,
         phase: &'static str,
@@ -201,6 +206,11 @@ impl Calls<'_> {
     /// # Errors
     ///
     /// A refusal, or an answer not one version up.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after the put went out, the record may move up a version while its
+    /// slot keeps the old one, so the next CAS on it conflicts.
     pub async fn cas(&self, k: usize) -> anyhow::Result<Duration> {
         let i = k % self.records;
         let slot = self.versions.get(i).context("record index")?;
@@ -222,6 +232,10 @@ impl Calls<'_> {
     /// # Errors
     ///
     /// A refusal, or another document.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads; a dropped call tallies nothing.
     pub async fn get(&self, phase: &'static str, k: usize) -> anyhow::Result<Duration> {
         let i = (7 * k) % self.records;
         let id = record_id(i);
@@ -243,6 +257,10 @@ impl Calls<'_> {
     ///
     /// A refusal, or a page that is short, holds another status or is out
     /// of order.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads; a dropped call tallies nothing.
     pub async fn find(&self, phase: &'static str, k: usize) -> anyhow::Result<Duration> {
         let status = Value::from(STATUSES[k % STATUSES.len()]);
         let matches = self.records.div_ceil(STATUSES.len());

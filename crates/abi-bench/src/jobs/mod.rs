@@ -139,6 +139,11 @@ fn token(identity: &str) -> String {
 ///
 /// When a process cannot be started or set up, or the bus cannot be
 /// reached; failed or missing runs are counted in the table instead.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped, the platform and the target are killed (their `Drop` and
+/// `kill_on_drop`) rather than stopped, and no table comes out; with `--serve`, as `serve::run`.
 pub async fn run(args: &Args) -> anyhow::Result<String> {
     if let Some(serve) = &args.serve {
         let (kind, url) = (&serve[0], &serve[1]);

@@ -55,6 +55,11 @@ struct Floor {
 /// # Errors
 ///
 /// When the runs collection or a consumer cannot be made.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped between two consumers, the loops already spawned run on detached
+/// (their handles are lost) and the consumers made stay on the stream.
 pub async fn start(
     nats: &async_nats::Client,
     module: &'static str,

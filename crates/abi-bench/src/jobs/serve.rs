@@ -35,6 +35,11 @@ const FETCH_EXPIRES: Duration = Duration::from_secs(1);
 /// # Errors
 ///
 /// When it does not start or is not ready within a minute.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the child is spawned with `kill_on_drop`, so dropping the future before `ready`
+/// kills it.
 pub async fn spawn_rust(kind: &str, url: &str) -> anyhow::Result<Service> {
     let exe = std::env::current_exe().context("this executable")?;
     eprintln!("starting {} jobs --serve {kind}", exe.display());
@@ -55,6 +60,11 @@ pub async fn spawn_rust(kind: &str, url: &str) -> anyhow::Result<Service> {
 /// # Errors
 ///
 /// When it does not start or is not ready within a minute.
+///
+/// # Cancel safety
+///
+/// Cancel safe: the Python host is spawned with `kill_on_drop`, so dropping the future before
+/// `ready` kills it.
 pub async fn spawn_reference(python: &Path, script: &Path, url: &str) -> anyhow::Result<Service> {
     eprintln!("starting {} {}", python.display(), script.display());
     let child = Command::new(python)
@@ -83,6 +93,11 @@ pub async fn spawn_reference(python: &Path, script: &Path, url: &str) -> anyhow:
 /// # Errors
 ///
 /// When `kind` is unknown or the target cannot start.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped while serving, the host is not closed and the pull loops are not
+/// aborted; they run on, detached, until the runtime stops.
 pub async fn run(kind: &str, url: &str) -> anyhow::Result<()> {
     let nats = async_nats::connect(url).await.context("connect to nats")?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

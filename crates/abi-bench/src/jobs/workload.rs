@@ -110,6 +110,11 @@ pub struct Latency {
 /// # Errors
 ///
 /// When the subscriptions cannot be made.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped mid-phase, a trigger already sent still runs on the host, and the
+/// stamping task keeps its subscriptions until a message finds its receiver gone.
 pub async fn latency(
     client: &async_nats::Client,
     job: &JobClient,
@@ -185,6 +190,11 @@ pub struct Cell {
 /// # Errors
 ///
 /// When the notice subscription cannot be made.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped mid-cell, the triggers already stored still run on the host, and the
+/// stamping task keeps its subscription until a notice finds its receiver gone.
 pub async fn throughput(
     client: &async_nats::Client,
     job: &JobClient,

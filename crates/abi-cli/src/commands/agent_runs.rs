@@ -33,6 +33,10 @@ const FIELDS: [&str; 9] = [
 /// # Errors
 ///
 /// The document service refused or is unreachable; a bad limit (exit 2).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads run records; nothing is printed until the page is in.
 pub async fn run(
     cx: Ctx<'_>,
     module: &str,
@@ -121,6 +125,10 @@ fn field_json(data: &Data, field: &str) -> serde_json::Value {
 ///
 /// A malformed invocation id (exit 2), no such invocation (exit 1), the
 /// document service refused or is unreachable.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only looks the record up; nothing is printed until it is found.
 pub async fn show(cx: Ctx<'_>, module: &str, invocation_id: &str) -> anyhow::Result<()> {
     if !agents::is_invocation_id(invocation_id) {
         return Err(Failure::usage(format!(

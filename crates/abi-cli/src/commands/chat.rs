@@ -43,6 +43,11 @@ pub struct ChatArgs<'a> {
 ///
 /// Bad options (exit 2), the model's refusal (exit 1), NATS or discovery
 /// unreachable (exit 3).
+///
+/// # Cancel safety
+///
+/// Cancel safe: a chat changes nothing; dropped once sent, the model may still answer, and the
+/// answer is lost.
 pub async fn run(cx: Ctx<'_>, args: ChatArgs<'_>) -> anyhow::Result<()> {
     let options = args
         .options

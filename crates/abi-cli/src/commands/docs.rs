@@ -19,6 +19,11 @@ use crate::output::{Table, print_json};
 ///
 /// The service refused (`COLLECTION_NOT_FOUND`, `DOCUMENT_NOT_FOUND`,
 /// `PERMISSION_DENIED` for `namespaces` as a module, ...) or is unreachable.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: a `put` or `delete` dropped after its request went out may be done with
+/// nothing printed; the other subcommands only read.
 pub async fn run(cx: Ctx<'_>, command: &DocsCommand) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let docs = |namespace: &str| -> anyhow::Result<DocumentClient> {

@@ -14,6 +14,10 @@ use crate::snapshot::{self, now_epoch, records_json};
 /// # Errors
 ///
 /// NATS unreachable, no bucket, or undecodable bytes.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads the snapshot; the output is printed after the last await.
 pub async fn run(cx: Ctx<'_>) -> anyhow::Result<()> {
     let nats = connect::nats(cx.global).await?;
     let stored = snapshot::read(nats, cx.global).await?;

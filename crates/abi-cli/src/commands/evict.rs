@@ -9,6 +9,11 @@ use crate::output::{or_dash, print_json};
 /// # Errors
 ///
 /// `PERMISSION_DENIED` for a non-admin identity, `INSTANCE_NOT_FOUND`, ...
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped after the request went out, the instance may be evicted with nothing
+/// printed about it.
 pub async fn run(cx: Ctx<'_>, instance: &str) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let removed = client.evict(instance).await?;

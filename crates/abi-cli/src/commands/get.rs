@@ -12,6 +12,10 @@ use crate::snapshot::now_epoch;
 /// # Errors
 ///
 /// The service call failed (`MODULE_NOT_FOUND`, `INCOMPATIBLE_MODULE`, ...).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads the registry; nothing is printed before the last await.
 pub async fn run(cx: Ctx<'_>, module: &str, major: Option<u32>) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let instances = match major {

@@ -42,6 +42,11 @@ pub struct InvokeArgs<'a> {
 ///
 /// A bad timeout (exit 2), a refusal or a run that did not succeed (exit
 /// 1), unreachable (exit 3), the deadline passed while waiting (exit 4).
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped after the submit, the run goes on on the agent's host with nobody
+/// reading it, and only some of its events may have been printed.
 pub async fn run(cx: Ctx<'_>, args: InvokeArgs<'_>) -> anyhow::Result<()> {
     if !(1..=3600).contains(&args.timeout_secs) {
         return Err(Failure::usage("--timeout takes 1 to 3600 seconds").into());

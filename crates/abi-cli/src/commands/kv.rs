@@ -17,6 +17,10 @@ const KV_STREAM_PREFIX: &str = "KV_";
 /// # Errors
 ///
 /// NATS or JetStream unreachable.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only lists stream names; nothing is printed until the whole list is in.
 pub async fn ls(cx: Ctx<'_>) -> anyhow::Result<()> {
     let nats = connect::nats(cx.global).await?;
     let js = async_nats::jetstream::new(nats);
@@ -41,6 +45,10 @@ pub async fn ls(cx: Ctx<'_>) -> anyhow::Result<()> {
 /// # Errors
 ///
 /// No such bucket (exit 1), NATS or JetStream unreachable.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads the bucket's status; nothing is printed before it has it.
 pub async fn info(cx: Ctx<'_>, bucket: Option<&str>) -> anyhow::Result<()> {
     let bucket = bucket.map_or_else(
         || abi_wire::discovery::registry_bucket(&cx.global.project),

@@ -24,6 +24,10 @@ const SETTLE: Duration = Duration::from_millis(50);
 /// # Errors
 ///
 /// The service call failed.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only lists instances; the table is printed after the last await.
 pub async fn run(cx: Ctx<'_>) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let instances = list_all(&client).await?;
@@ -42,6 +46,11 @@ pub async fn run(cx: Ctx<'_>) -> anyhow::Result<()> {
 /// # Errors
 ///
 /// The service call failed.
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping it drops the registry watch and its subscription; each table is written
+/// whole between awaits, so none is cut short.
 pub async fn watch(cx: Ctx<'_>, for_secs: Option<f64>) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     // One connection for the lookups and the watch.

@@ -32,6 +32,11 @@ pub enum Ask {
 /// # Errors
 ///
 /// NATS unreachable.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only asks `$SRV` and gathers the replies; dropping it drops the reply inbox,
+/// and nothing is printed.
 pub async fn run(cx: Ctx<'_>, ask: Ask, name: Option<&str>) -> anyhow::Result<()> {
     let verb = match ask {
         Ask::Info => "INFO",

@@ -46,6 +46,11 @@ pub struct Ctx<'a> {
 /// # Errors
 ///
 /// The command failed; [`crate::error::classify`] gives its exit code.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: only as safe as the command it runs; a dropped `trigger`, `evict`, `docs put`,
+/// `purge`, ... may have acted with nothing printed.
 pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
     let cx = Ctx {
         global: &cli.global,
@@ -231,6 +236,10 @@ pub fn major_of(instance: &pb::Instance) -> u32 {
 /// # Errors
 ///
 /// As [`abi_sdk::DiscoveryClient::list_all`].
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads; the pages gathered so far are dropped.
 pub async fn list_all(client: &abi_sdk::DiscoveryClient) -> anyhow::Result<Vec<pb::Instance>> {
     let mut all: Vec<pb::Instance> = client.list_all().try_collect().await?;
     all.sort_by(|a, b| {

@@ -13,6 +13,10 @@ use crate::output::{Table, or_dash, print_json};
 /// # Errors
 ///
 /// The discovery service refused or is unreachable.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only lists instances; the table is printed after the last await.
 pub async fn run(cx: Ctx<'_>, module: Option<&str>) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let instances = list_all(&client).await?;

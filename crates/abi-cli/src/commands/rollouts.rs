@@ -92,6 +92,10 @@ pub fn summarize(state: &pb::RegistryState) -> BTreeMap<String, Generations> {
 /// # Errors
 ///
 /// The snapshot cannot be read.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads the snapshot; nothing is printed before the last read returned.
 pub async fn run(cx: Ctx<'_>) -> anyhow::Result<()> {
     let nats = connect::nats(cx.global).await?;
     let stored = snapshot::read(nats, cx.global).await?;

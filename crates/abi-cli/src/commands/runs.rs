@@ -22,6 +22,11 @@ use crate::output::{Table, or_dash, print_json};
 ///
 /// A bad payload (exit 2), a refused trigger, a run that did not succeed
 /// (exit 1), the deadline (exit 4).
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped once the trigger is sent, the run may be stored and go ahead with its
+/// id never printed (triggering again with the same `key` returns it).
 pub async fn trigger(
     cx: Ctx<'_>,
     module: &str,
@@ -54,6 +59,11 @@ fn wait_duration(wait_secs: Option<f64>) -> Result<Option<Duration>, Failure> {
 ///
 /// A malformed run id (exit 2), no such run, one not ended (or, for a
 /// retry, one that succeeded or was skipped), or as [`trigger`].
+///
+/// # Cancel safety
+///
+/// Not cancel safe: dropped once the new trigger is sent, the rerun may be stored and go ahead
+/// with its id never printed; it has no key, so trying again starts another run.
 pub async fn rerun(
     cx: Ctx<'_>,
     module: &str,
@@ -181,6 +191,10 @@ pub(super) async fn declared_job(
 /// # Errors
 ///
 /// The document service refused or is unreachable.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads pages of run records; nothing is printed until the last page is in.
 pub async fn list(
     cx: Ctx<'_>,
     module: &str,
@@ -275,6 +289,10 @@ pub async fn list(
 ///
 /// A malformed run id (exit 2), no such run (exit 1), or the document
 /// service failed.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads the run's record; nothing is printed until it has it.
 pub async fn show(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let run = run_handle(&client, module, run_id)?;

@@ -16,6 +16,11 @@ use crate::output::print_json;
 /// # Errors
 ///
 /// The job is not declared (exit 1) or the stream refused.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: as `JobClient::pause_schedules`, a dropped call may have stored the pause
+/// marker and kept the schedules; run it again.
 pub async fn pause(cx: Ctx<'_>, module: &str, job: &str) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let job_client = declared_job(&client, module, job).await?;
@@ -35,6 +40,11 @@ pub async fn pause(cx: Ctx<'_>, module: &str, job: &str) -> anyhow::Result<()> {
 /// # Errors
 ///
 /// The job is not declared (exit 1) or the stream refused.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: as `JobClient::resume_schedules`, a dropped call may have removed the marker
+/// before publishing the schedules again; run it again.
 pub async fn resume(cx: Ctx<'_>, module: &str, job: &str) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let job_client = declared_job(&client, module, job).await?;
@@ -56,6 +66,11 @@ pub async fn resume(cx: Ctx<'_>, module: &str, job: &str) -> anyhow::Result<()> 
 ///
 /// No `--yes` (exit 2), the job is not declared (exit 1), or the stream
 /// refused.
+///
+/// # Cancel safety
+///
+/// Not cancel safe: with `yes`, a dropped call may have removed some queued triggers, the count
+/// never printed; without it, it only counts.
 pub async fn purge(cx: Ctx<'_>, module: &str, job: &str, yes: bool) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let job_client = declared_job(&client, module, job).await?;

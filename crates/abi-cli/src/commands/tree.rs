@@ -41,6 +41,10 @@ pub fn graph(instances: &[pb::Instance]) -> BTreeMap<String, Node> {
 /// # Errors
 ///
 /// The service call failed.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only lists instances; the tree is printed after the last await.
 pub async fn run(cx: Ctx<'_>) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let nodes = graph(&list_all(&client).await?);

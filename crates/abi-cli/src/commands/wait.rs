@@ -27,6 +27,11 @@ pub enum Target {
 /// # Errors
 ///
 /// Exit 4 when `for_secs` passes first (with what was seen last).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only polls the registry and sleeps; dropping it ends the wait with nothing
+/// printed.
 pub async fn run(
     cx: Ctx<'_>,
     module: &str,

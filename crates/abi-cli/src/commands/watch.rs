@@ -17,6 +17,11 @@ use crate::snapshot::now_epoch;
 /// # Errors
 ///
 /// NATS unreachable. A registry that does not exist yet is waited for.
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping it drops the registry watch; each event line is written whole between
+/// awaits.
 pub async fn run(cx: Ctx<'_>, for_secs: Option<f64>) -> anyhow::Result<()> {
     // The watch only reads the registry's KV key: no discovery call, so no
     // credentials for one.
