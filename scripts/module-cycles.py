@@ -148,7 +148,7 @@ def main() -> int:
     args = sys.argv[1:]
     crates = sorted((ROOT / "crates").glob("*/Cargo.toml"))
     if args != ["--all"]:
-        wanted = set(args or ["abi-sdk-core", "abi-jobs", "abi-agents", "abi-models"])
+        wanted = set(args or ["abi-sdk-core", "abi-jobs", "abi-agents", "abi-models", "abi-workflows"])
         crates = [c for c in crates if c.parent.name in wanted]
     bad = 0
     for manifest in crates:

@@ -21,6 +21,6 @@ export ABI_PYTHON="$PWD/.venv/bin/python"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # No module of the SDK names a module that names it back (see the script).
-python3 scripts/module-cycles.py abi-sdk-core abi-jobs abi-agents abi-models
+python3 scripts/module-cycles.py abi-sdk-core abi-jobs abi-agents abi-models abi-workflows
 cargo test --workspace --all-targets --locked
 cargo test --workspace --doc --locked

@@ -14,7 +14,8 @@
 //! - [`names`]: the identifier patterns (module, instance, rollout, app);
 //! - [`auth`]: the token header;
 //! - [`nats`]: how a process names its NATS servers ([`ServerList`]);
-//! - [`rpc`]: each request type bound to its operation and response ([`rpc::Rpc`]).
+//! - [`rpc`]: each request type bound to its operation and response ([`rpc::Rpc`]);
+//! - [`workflows`]: the step journal's collections, ids, fields, limits and key check.
 //!
 //! The subjects of agents and models come here as those surfaces land.
 
@@ -30,6 +31,7 @@ pub mod nats;
 pub mod rpc;
 pub mod run_status;
 pub mod status;
+pub mod workflows;
 
 pub use auth::AUTH_HEADER;
 pub use codes::ErrorCode;

@@ -1,0 +1,20 @@
+//! `abi-workflows`: durable multi-step work for a module, wire-compatible
+//! with the reference's `naas_abi_sdk.workflows`. A workflow is a job of kind
+//! `workflow` (`abi_wire::workflows::KIND`) whose steps are journaled, so a
+//! retried or resumed run returns a finished step's stored result instead of
+//! running it again.
+//!
+//! This crate holds the journal's decisions, pure and table-tested, and
+//! differential-tested against the reference's `StepJournal`:
+//! - [`journal`]: what a step's start, local retry, child run and end write
+//!   ([`Journal`]), which stored documents belong to a trigger, the timeline
+//!   `steps` shows;
+//! - [`result`]: a step result's JSON and its limit ([`encode_result`]).
+//!
+//! Step keys, collections and ids are in `abi_wire::workflows`.
+
+pub mod journal;
+pub mod result;
+
+pub use journal::{Child, Finish, Journal};
+pub use result::{StepResultError, encode_result};
