@@ -12,6 +12,7 @@ import json
 import sys
 
 from naas_abi_sdk.jobs import Cron, Every, JobDescriptor, OnEvent
+from naas_abi_sdk.workflows import declare_workflow
 
 
 def descriptors():
@@ -33,6 +34,36 @@ def descriptors():
             max_attempts=5,
             input_schema={"type": "object", "properties": {"x": {"type": "integer"}}},
             output_schema='{"type": "object"}',
+        ),
+        *workflows(),
+    ]
+
+
+class _Module:
+    """What declare_workflow needs of a module: somewhere to declare the job."""
+
+    def declare_job(self, descriptor, handler):
+        pass
+
+
+def workflows():
+    async def plain(ctx, inp: dict) -> dict:
+        return inp
+
+    async def untyped(ctx, inp):
+        return inp
+
+    module = _Module()
+    return [
+        declare_workflow(module, "flow", plain, max_attempts=3, description="Three steps"),
+        declare_workflow(
+            module,
+            "typed.flow",
+            untyped,
+            input_schema={"type": "object", "required": ["n"]},
+            output_schema={"type": "integer"},
+            max_concurrency=4,
+            triggers=(Every("5m"),),
         ),
     ]
 

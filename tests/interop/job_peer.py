@@ -6,7 +6,10 @@
         prints "ready" once every consumer exists, stops on SIGTERM/SIGINT.
         Every job runs one handler: it logs "payload <json>", then with
         {"block": true} waits until cancelled, with {"fail": "why"} raises,
-        else returns {"echo": <payload>}.
+        else returns {"echo": <payload>}. A <job> written
+        "<name>:workflow:<max_attempts>" is a workflow instead, of two steps:
+        "double" (n * 2), then "plus" (that + 1, or a RuntimeError when the
+        input has "python_fails"); it returns {"out": <plus>}.
 
     job_peer.py trigger <nats_url> <token> <project> <module> <job> <payload_json> <key or ->
         Triggers through naas_abi_sdk's JobProxy (the reference caller) and
@@ -36,16 +39,40 @@ async def handler(ctx):
     return {"echo": ctx.payload}
 
 
+async def flow(ctx, inp):
+    doubled = await ctx.step("double", lambda: inp["n"] * 2)
+
+    async def plus():
+        if inp.get("python_fails"):
+            raise RuntimeError("python fails plus")
+        return doubled + 1
+
+    return {"out": await ctx.step("plus", plus)}
+
+
+def declared(job):
+    from naas_abi_sdk.jobs import JobDescriptor
+    from naas_abi_sdk.workflows import WorkflowSpec, workflow_handler
+
+    name, _, rest = job.partition(":")
+    if not rest:
+        return name, (JobDescriptor(name), handler)
+    kind, _, attempts = rest.partition(":")
+    descriptor = JobDescriptor(
+        name, kind=kind, max_attempts=int(attempts), input_schema='{"type":"object"}'
+    )
+    return name, (descriptor, workflow_handler(flow, WorkflowSpec()))
+
+
 async def serve(url, token, project, module, jobs):
     from naas_abi_sdk.document import DocumentClient
     from naas_abi_sdk.job_host import JobHost
-    from naas_abi_sdk.jobs import JobDescriptor
     from naas_abi_sdk.services.document import DocumentService
     from naas_abi_sdk.transport import Transport
 
     transport = Transport(url, token)
     documents = DocumentService(DocumentClient(transport, module))
-    handlers = {name: (JobDescriptor(name), handler) for name in jobs}
+    handlers = dict(declared(job) for job in jobs)
     host = JobHost(
         transport,
         documents,

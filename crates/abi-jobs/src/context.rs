@@ -77,6 +77,24 @@ pub struct JobContext {
     pub(crate) payload: serde_json::Value,
     pub(crate) cancelled: CancellationToken,
     pub(crate) notes: Arc<Mutex<Notes>>,
+    pub(crate) host: Option<RunHost>,
+}
+
+/// What a run can reach of the host running it: workflows journal their
+/// steps through it ([`JobContext::host`]).
+#[derive(Clone, Debug)]
+pub struct RunHost {
+    /// The host module's NATS connection.
+    pub nats: async_nats::Client,
+    /// The host module's documents (its own namespace).
+    pub documents: abi_sdk_core::DocumentClient,
+    /// The project.
+    pub project: String,
+    /// The module serving the job.
+    pub module_id: String,
+    /// When the stream stored the run's trigger (ISO text, the record's
+    /// `fired_at`): what tells this trigger's journal from an older one.
+    pub fired_at: String,
 }
 
 /// What a run wrote down while it ran.
@@ -118,7 +136,21 @@ impl JobContext {
             payload,
             cancelled: CancellationToken::new(),
             notes: Arc::default(),
+            host: None,
         }
+    }
+
+    /// The same context, running on `host` (what a host does before it calls
+    /// the handler; a test may too).
+    #[must_use]
+    pub fn on_host(mut self, host: RunHost) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    /// The host running this attempt, `None` for a context made by hand.
+    pub fn host(&self) -> Option<&RunHost> {
+        self.host.as_ref()
     }
 
     /// The run id, `<job>:<stream sequence>`.

@@ -27,7 +27,7 @@ pub use abi_sdk_core::job_spec::{
 };
 pub use context::{
     JobContext, JobError, JobErrorKind, JobHandler, JobResult, MAX_LOG_LINE_CHARS, MAX_LOG_LINES,
-    StopReason,
+    RunHost, StopReason,
 };
 pub use host::{BoundJobHost, JobHost, JobHostLinks, JobHostOptions, JobRetention};
 

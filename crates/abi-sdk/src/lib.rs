@@ -8,7 +8,9 @@
 //! - [`agents`] (feature `agents`, crate `abi-agents`): the agent host and
 //!   [`agents::AgentsExt`] for a [`ModuleProxy`]'s agent client;
 //! - [`models`] (feature `models`, crate `abi-models`): the chat-model host
-//!   and [`models::ModelsExt`] for a proxy's chat model.
+//!   and [`models::ModelsExt`] for a proxy's chat model;
+//! - [`workflows`] (feature `workflows`, crate `abi-workflows`, with `jobs`):
+//!   durable steps on the job host ([`workflows::FlowContext`]).
 //!
 //! A module that serves and calls none of them writes
 //! `abi-sdk = { version = "…", default-features = false }` (or depends on
@@ -42,6 +44,8 @@ pub use abi_agents as agents;
 pub use abi_jobs as jobs;
 #[cfg(feature = "models")]
 pub use abi_models as models;
+#[cfg(feature = "workflows")]
+pub use abi_workflows as workflows;
 
 #[cfg(feature = "jobs")]
 pub use abi_jobs::{JobClient, JobRun, RunRecord};
@@ -59,4 +63,6 @@ pub mod prelude {
     pub use abi_jobs::{JobContext, JobError, JobHost, JobResult, JobSpec, Trigger};
     #[cfg(feature = "models")]
     pub use abi_models::{ChatInput, ChatMessage, ChatModelSpec, ModelHost, ModelsExt as _};
+    #[cfg(feature = "workflows")]
+    pub use abi_workflows::{FlowContext, workflow_fn};
 }

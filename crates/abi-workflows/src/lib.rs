@@ -9,12 +9,23 @@
 //! - [`journal`]: what a step's start, local retry, child run and end write
 //!   ([`Journal`]), which stored documents belong to a trigger, the timeline
 //!   `steps` shows;
-//! - [`result`]: a step result's JSON and its limit ([`encode_result`]).
+//! - [`result`]: a step result's JSON and its limit ([`encode_result`]);
+//! - [`store`]: the journal's reads and compare-and-swap writes ([`StepStore`]);
+//! - [`flow`]: [`FlowContext::step`], a step run once per run, with local
+//!   retries, cancellation and replay;
+//! - [`handler`]: [`workflow_fn`], a workflow function as its job's handler
+//!   (declare the job with `JobSpec::as_workflow`).
 //!
 //! Step keys, collections and ids are in `abi_wire::workflows`.
 
+pub mod flow;
+pub mod handler;
 pub mod journal;
 pub mod result;
+pub mod store;
 
+pub use flow::{FlowContext, FlowError, StepOptions};
+pub use handler::workflow_fn;
 pub use journal::{Child, Finish, Journal};
 pub use result::{StepResultError, encode_result};
+pub use store::StepStore;

@@ -349,7 +349,15 @@ async fn run_attempt(
         kept,
     };
     let attempt_u32 = u32::try_from(attempt).unwrap_or(u32::MAX);
-    let cx = JobContext::new(run_id, job.spec.name(), attempt_u32, trigger, payload);
+    let cx = JobContext::new(run_id, job.spec.name(), attempt_u32, trigger, payload).on_host(
+        crate::RunHost {
+            nats: shared.links.nats.clone(),
+            documents: shared.links.documents.clone(),
+            project: shared.links.project.clone(),
+            module_id: shared.links.module_id.clone(),
+            fired_at: fired.to_owned(),
+        },
+    );
     let outcome = supervise(shared, job, msg, &cx, &claim.control, run_id, &mut fence).await;
     drop(claim);
     cx.cancelled().cancel();

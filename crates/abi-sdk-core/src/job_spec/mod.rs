@@ -442,6 +442,26 @@ impl JobSpec {
         Ok(self)
     }
 
+    /// The same job declared as a workflow (kind `workflow`, the
+    /// reference's `declare_workflow`): its steps are journaled. Its input
+    /// schema is `{"type": "object"}` unless one was given (before or
+    /// after), as the reference declares a workflow's input.
+    #[must_use]
+    pub fn as_workflow(mut self) -> Self {
+        abi_wire::workflows::KIND.clone_into(&mut self.kind);
+        if self.input_schema.is_empty()
+            && let Ok(object) = schema_json(&serde_json::json!({"type": "object"}), "input schema")
+        {
+            self.input_schema = object;
+        }
+        self
+    }
+
+    /// The job's kind: `job` or `workflow`.
+    pub fn job_kind(&self) -> &str {
+        &self.kind
+    }
+
     /// Whether our hosts skip a schedule tick that fired while another run
     /// of the job was going (default off, the reference's behaviour: ticks
     /// wait and run back to back). Such a tick is recorded SKIPPED with the

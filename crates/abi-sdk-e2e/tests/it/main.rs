@@ -45,4 +45,5 @@ mod models_spread;
 mod rollout;
 mod runner_order;
 mod shutdown_budget;
+mod workflows_steps;
 mod wrong_key;

@@ -11,7 +11,7 @@ use abi_test_support::{python, workspace_root};
 use prost::Message as _;
 use serde_json::json;
 
-/// The jobs `tests/interop/job_descriptors.py` declares, in its order.
+/// The jobs and workflows `tests/interop/job_descriptors.py` declares, in its order.
 fn ours() -> Vec<JobSpec> {
     let nightly = JobSpec::new("nightly.report:v2")
         .unwrap()
@@ -57,7 +57,28 @@ fn ours() -> Vec<JobSpec> {
         .unwrap()
         .output_schema(&json!({"type": "object"}))
         .unwrap();
-    vec![JobSpec::new("ingest").unwrap(), nightly]
+    // Workflows: `declare_workflow` of a `dict -> dict` handler, and of an
+    // untyped one with explicit schemas.
+    let flow = JobSpec::new("flow")
+        .unwrap()
+        .description("Three steps")
+        .as_workflow()
+        .max_attempts(3)
+        .unwrap()
+        .output_schema(&json!({"type": "object"}))
+        .unwrap();
+    let typed = JobSpec::new("typed.flow")
+        .unwrap()
+        .as_workflow()
+        .input_schema(&json!({"type": "object", "required": ["n"]}))
+        .unwrap()
+        .output_schema(&json!({"type": "integer"}))
+        .unwrap()
+        .max_concurrency(4)
+        .unwrap()
+        .trigger(Trigger::every("5m", None).unwrap())
+        .unwrap();
+    vec![JobSpec::new("ingest").unwrap(), nightly, flow, typed]
 }
 
 #[test]

@@ -1,11 +1,11 @@
-//! A module that serves and calls no jobs, agents or models depends on
+//! A module that serves and calls no jobs, workflows, agents or models depends on
 //! `abi-sdk` with `default-features = false` and compiles none of the host
 //! crates; with the default features it gets all three.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::process::Command;
 
-const HOST_CRATES: [&str; 3] = ["abi-jobs", "abi-agents", "abi-models"];
+const HOST_CRATES: [&str; 4] = ["abi-jobs", "abi-agents", "abi-models", "abi-workflows"];
 
 /// The crates `abi-sdk` links with `features` (normal dependencies only).
 fn linked_crates(features: &[&str]) -> Vec<String> {

@@ -1,0 +1,225 @@
+//! Workflows on our job host end to end: a real nats-server and document
+//! service; a run whose second step fails once is retried by the job host,
+//! and the step that had succeeded returns its stored result instead of
+//! running again; the journal holds the reference's documents, and a run the
+//! reference's host journaled resumes on ours without repeating its step.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use abi_sdk::documents::{FindQuery, Predicate, Value};
+use abi_sdk::jobs::{BoundJobHost, JobError, JobHost, JobSpec};
+use abi_sdk::workflows::{FlowContext, workflow_fn};
+use abi_wire::workflows::{self as wire, field};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::jobs_fixture::{DEADLINE, Setup, fast, reference_job_host, stop_reference};
+
+const MODULE: &str = "acme.flows";
+
+#[derive(Deserialize)]
+struct Input {
+    n: i64,
+}
+
+#[derive(Default, Clone)]
+struct Counts {
+    double: Arc<AtomicUsize>,
+    plus: Arc<AtomicUsize>,
+}
+
+/// Two steps: `double` and `plus`, both counted; `plus` fails its first
+/// call when `flaky`.
+fn two_steps(counts: Counts, flaky: bool) -> impl abi_sdk::jobs::JobHandler {
+    workflow_fn(move |cx: FlowContext, input: Input| {
+        let counts = counts.clone();
+        async move {
+            let doubled: i64 = cx
+                .step("double", || {
+                    let calls = counts.double.clone();
+                    async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        Ok(input.n * 2)
+                    }
+                })
+                .await?;
+            let plus: i64 = cx
+                .step("plus", || {
+                    let calls = counts.plus.clone();
+                    async move {
+                        if calls.fetch_add(1, Ordering::SeqCst) == 0 && flaky {
+                            return Err(JobError::retryable("the first call fails"));
+                        }
+                        Ok(doubled + 1)
+                    }
+                })
+                .await?;
+            Ok(json!({"out": plus}))
+        }
+    })
+}
+
+/// Our host of the workflow `flow` (3 attempts) with [`two_steps`], started.
+async fn our_host(setup: &Setup, counts: &Counts, flaky: bool) -> BoundJobHost {
+    let spec = JobSpec::new("flow")
+        .unwrap()
+        .as_workflow()
+        .max_attempts(3)
+        .unwrap();
+    let host = JobHost::new()
+        .options(fast())
+        .job(spec, two_steps(counts.clone(), flaky))
+        .bind(setup.links(MODULE, "rust-1"));
+    host.prepare_consumers().await.unwrap();
+    host.start_serving().await.unwrap();
+    host
+}
+
+fn text(data: &abi_sdk::documents::Data, key: &str) -> String {
+    match data.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_run_does_not_run_a_completed_step_again() {
+    let setup = Setup::start().await;
+    let counts = Counts::default();
+    let host = our_host(&setup, &counts, true).await;
+    let documents = setup.links(MODULE, "rust-1").documents;
+
+    let run = setup
+        .client(MODULE, "flow")
+        .trigger(json!({"n": 20}), None)
+        .await
+        .unwrap();
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "SUCCEEDED", "{record:?}");
+    assert_eq!(record.attempt, 2, "the first attempt failed in `plus`");
+    assert_eq!(record.result, Some(json!({"out": 41})));
+    assert_eq!(
+        counts.double.load(Ordering::SeqCst),
+        1,
+        "replayed, not run again"
+    );
+    assert_eq!(counts.plus.load(Ordering::SeqCst), 2);
+
+    let steps = wire::steps_collection(&setup.project);
+    let query = FindQuery {
+        where_: vec![Predicate::new(field::RUN_ID, "eq", run.run_id())],
+        ..FindQuery::default()
+    };
+    let page = documents.find(&steps, query).await.unwrap();
+    let mut summaries: Vec<_> = page
+        .items
+        .into_iter()
+        .map(|doc| (doc.id, doc.data))
+        .collect();
+    summaries.sort_by(|a, b| a.0.cmp(&b.0));
+    let ids: Vec<&str> = summaries.iter().map(|(id, _)| id.as_str()).collect();
+    let double_id = wire::step_id(run.run_id(), "double");
+    let plus_id = wire::step_id(run.run_id(), "plus");
+    assert_eq!(ids, [double_id.as_str(), plus_id.as_str()]);
+    let (double, plus) = (&summaries[0].1, &summaries[1].1);
+    assert_eq!(text(double, field::STATUS), "SUCCEEDED");
+    assert_eq!(double.get(field::ATTEMPT), Some(&Value::Int(1)));
+    assert_eq!(double.get(field::RESULT_BYTES), Some(&Value::Int(2)));
+    assert_eq!(text(plus, field::STATUS), "SUCCEEDED");
+    assert_eq!(
+        plus.get(field::ATTEMPT),
+        Some(&Value::Int(2)),
+        "started twice"
+    );
+    assert_eq!(text(plus, field::KIND), "step");
+    assert_eq!(text(plus, field::FIRED_AT), text(double, field::FIRED_AT));
+    assert_eq!(
+        text(double, field::FIRED_AT),
+        record
+            .data
+            .get("fired_at")
+            .map_or(String::new(), |v| match v {
+                Value::String(s) => s.clone(),
+                _ => String::new(),
+            }),
+        "the journal belongs to the run's trigger"
+    );
+    let results = wire::results_collection(&setup.project);
+    let stored = documents.get(&results, &double_id).await.unwrap();
+    assert_eq!(text(&stored.data, field::RESULT_JSON), "40");
+
+    host.close_now().await;
+    setup.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_that_does_not_decode_fails_the_run_at_once() {
+    let setup = Setup::start().await;
+    let counts = Counts::default();
+    let host = our_host(&setup, &counts, true).await;
+
+    let run = setup
+        .client(MODULE, "flow")
+        .trigger(json!({"n": "twenty"}), None)
+        .await
+        .unwrap();
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "FAILED", "{record:?}");
+    assert_eq!(record.attempt, 1, "not retried");
+    assert!(
+        record
+            .error
+            .starts_with("InvalidWorkflowInput: Invalid input: "),
+        "{}",
+        record.error
+    );
+    assert_eq!(counts.double.load(Ordering::SeqCst), 0);
+
+    host.close_now().await;
+    setup.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_the_reference_journaled_resumes_on_our_host_without_repeating_a_step() {
+    let setup = Setup::start().await;
+    // The reference runs attempt 1: `double` succeeds, `plus` raises.
+    let python = reference_job_host(
+        &setup.server.url(),
+        &setup.token(MODULE),
+        &setup.project,
+        MODULE,
+        &["flow:workflow:3"],
+    )
+    .await;
+    let job = setup.client(MODULE, "flow");
+    let run = job
+        .trigger(json!({"n": 20, "python_fails": true}), None)
+        .await
+        .unwrap();
+    abi_test_support::wait_until(DEADLINE, || async {
+        run.status()
+            .await
+            .is_ok_and(|r| r.status == "RETRYING" && r.error.contains("python fails plus"))
+    })
+    .await
+    .expect("the reference's attempt fails in `plus`");
+    stop_reference(python).await;
+
+    // Ours takes the retry: `double` is the reference's stored result.
+    let counts = Counts::default();
+    let host = our_host(&setup, &counts, false).await;
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "SUCCEEDED", "{record:?}");
+    assert_eq!(record.attempt, 2);
+    assert_eq!(record.result, Some(json!({"out": 41})));
+    assert_eq!(
+        counts.double.load(Ordering::SeqCst),
+        0,
+        "the reference's journaled step is not run again"
+    );
+    assert_eq!(counts.plus.load(Ordering::SeqCst), 1);
+    host.close_now().await;
+    setup.stop().await;
+}

@@ -1,0 +1,312 @@
+//! [`FlowContext`]: a workflow run's context, a [`JobContext`] plus durable
+//! steps. A step that succeeded in an earlier attempt of the run returns its
+//! stored result without running again; the reference's `FlowContext.step`,
+//! with its journal, messages and error types.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use abi_jobs::time::now_iso;
+use abi_jobs::{JobContext, JobError};
+use abi_pyjson::python_str_repr;
+use abi_sdk_core::CallError;
+use abi_wire::workflows::{StepKind, StepStatus, check_step_key};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+use tracing::warn;
+
+use crate::journal::{self, Finish};
+use crate::result::encode_result;
+use crate::store::StepStore;
+
+/// Local retries of one step: how many more tries follow a failure, and the
+/// first pause (doubling after each try; the reference's `backoff`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepOptions {
+    /// Tries after the first (default 0).
+    pub retries: u32,
+    /// The pause before the first retry (default 1 s).
+    pub backoff: Duration,
+}
+
+impl Default for StepOptions {
+    fn default() -> Self {
+        Self {
+            retries: 0,
+            backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why a step did not return a value. Each becomes the run's error as the
+/// reference records it (`<type>: <message>`), through `JobError::from`.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// A bad or repeated step key (`StepKeyError`, not retried).
+    #[error("StepKeyError: {0}")]
+    Key(String),
+    /// The run was cancelled (`WorkflowCancelled`).
+    #[error("WorkflowCancelled: Run {0} was cancelled")]
+    Cancelled(String),
+    /// The result cannot be journaled (`StepResultTooLarge`,
+    /// `StepResultNotJSON`; not retried).
+    #[error("{type_name}: {message}")]
+    Result {
+        /// The reference's exception name.
+        type_name: &'static str,
+        /// Its message.
+        message: String,
+    },
+    /// The journal could not be read or written (the run is retried).
+    #[error("journal: {0}")]
+    Journal(#[from] CallError),
+    /// The step's own failure, after its local retries.
+    #[error("{0}")]
+    Step(JobError),
+}
+
+impl From<FlowError> for JobError {
+    fn from(err: FlowError) -> Self {
+        match err {
+            FlowError::Step(err) => err,
+            FlowError::Key(message) => JobError::new("StepKeyError", message).permanent(),
+            FlowError::Cancelled(run_id) => {
+                JobError::new("WorkflowCancelled", format!("Run {run_id} was cancelled"))
+            }
+            FlowError::Result { type_name, message } => {
+                JobError::new(type_name, message).permanent()
+            }
+            FlowError::Journal(err) => JobError::new("JournalError", err.to_string()),
+        }
+    }
+}
+
+/// A workflow run's context: what its handler gets.
+#[derive(Debug, Clone)]
+pub struct FlowContext {
+    job: JobContext,
+    store: StepStore,
+    used: Arc<Mutex<HashSet<String>>>,
+}
+
+impl FlowContext {
+    /// The flow of `job` over its journal `store`.
+    pub fn new(job: JobContext, store: StepStore) -> Self {
+        Self {
+            job,
+            store,
+            used: Arc::default(),
+        }
+    }
+
+    /// The run's job context (run id, attempt, payload, logs, cancellation).
+    pub fn job(&self) -> &JobContext {
+        &self.job
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        self.job.run_id()
+    }
+
+    /// Checks `key` and takes it for this run: a key names one journal entry.
+    fn claim(&self, key: &str) -> Result<(), FlowError> {
+        check_step_key(key).map_err(|err| FlowError::Key(err.to_string()))?;
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !used.insert(key.to_owned()) {
+            return Err(FlowError::Key(format!(
+                "Step key {} is used twice in run {}: keys name journal entries and must be unique",
+                python_str_repr(key),
+                self.run_id()
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_cancelled(&self) -> Result<(), FlowError> {
+        if self.job.cancelled().is_cancelled() {
+            return Err(FlowError::Cancelled(self.run_id().to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` once for this run, as step `key`, and journals its result
+    /// ([`FlowContext::step_with`] without local retries).
+    ///
+    /// # Errors
+    ///
+    /// As [`FlowContext::step_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`FlowContext::step_with`].
+    pub async fn step<T, F, Fut>(&self, key: &str, f: F) -> Result<T, FlowError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, JobError>>,
+    {
+        self.step_with(key, StepOptions::default(), f).await
+    }
+
+    /// Runs `f` as step `key`: a step that already succeeded for this
+    /// trigger of the run returns its stored result without calling `f`;
+    /// otherwise the start is journaled, `f` runs (again up to
+    /// `options.retries` times after a retryable failure, pausing
+    /// `backoff * 2^(n-1)`), and its result is stored before the summary
+    /// says SUCCEEDED. The value returned is the stored JSON read back, the
+    /// same on the first run as on a replay.
+    ///
+    /// # Errors
+    ///
+    /// [`FlowError::Key`] for a bad or repeated key; [`FlowError::Cancelled`]
+    /// when the run is cancelled before or during the step (journaled
+    /// CANCELLED); [`FlowError::Result`] for a result that is not JSON or
+    /// above 256 KiB; [`FlowError::Step`] for `f`'s last failure (journaled
+    /// FAILED: the step runs again on a retry of the run); [`FlowError::Journal`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped while `f` runs, the summary stays RUNNING
+    /// and the step runs again on the next attempt (a stored result is never
+    /// lost, and a SUCCEEDED summary always has one).
+    pub async fn step_with<T, F, Fut>(
+        &self,
+        key: &str,
+        options: StepOptions,
+        mut f: F,
+    ) -> Result<T, FlowError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, JobError>>,
+    {
+        self.claim(key)?;
+        self.check_cancelled()?;
+        let summary = self.store.read(key).await?;
+        if journal::status(&summary) == Some(StepStatus::Succeeded)
+            && let Some(stored) = self.store.result(key).await?
+        {
+            return decode(key, &stored);
+        }
+        self.store
+            .start(key, StepKind::Step, &now_iso(), false)
+            .await?;
+        let started = Instant::now();
+        let mut failure = None;
+        for n in 0..=options.retries {
+            if n > 0 {
+                self.store.retry(key).await?;
+                let pause = options.backoff.saturating_mul(1 << (n - 1).min(20));
+                if self
+                    .cancelled_during(tokio::time::sleep(pause))
+                    .await
+                    .is_none()
+                {
+                    return Err(self.cancel(key, started).await);
+                }
+            }
+            let Some(outcome) = self.cancelled_during(f()).await else {
+                return Err(self.cancel(key, started).await);
+            };
+            let value = match outcome {
+                Ok(value) => value,
+                Err(err) if err.kind() == abi_jobs::JobErrorKind::NonRetryable => {
+                    self.fail(key, &err.to_string(), started).await?;
+                    return Err(FlowError::Step(err));
+                }
+                Err(err) => {
+                    warn!(run_id = %self.run_id(), key, attempt = n + 1, error = %err, "step failed");
+                    failure = Some(err);
+                    continue;
+                }
+            };
+            let encoded = match to_json(key, &value).and_then(|json| {
+                encode_result(key, &json).map_err(|err| FlowError::Result {
+                    type_name: "StepResultTooLarge",
+                    message: err.to_string(),
+                })
+            }) {
+                Ok(encoded) => encoded,
+                Err(err) => {
+                    self.fail(key, &err.to_string(), started).await?;
+                    return Err(err);
+                }
+            };
+            let end = Finish {
+                status: StepStatus::Succeeded,
+                result_json: Some(&encoded),
+                error: "",
+                duration_ms: elapsed_ms(started),
+            };
+            self.store.finish(key, &end, &now_iso()).await?;
+            return decode(key, &encoded);
+        }
+        let err = failure.unwrap_or_else(|| JobError::retryable("the step did not run"));
+        self.fail(key, &err.to_string(), started).await?;
+        Err(FlowError::Step(err))
+    }
+
+    /// `work`'s output, `None` when the run is cancelled first.
+    async fn cancelled_during<O>(&self, work: impl Future<Output = O>) -> Option<O> {
+        tokio::select! {
+            biased;
+            () = self.job.cancelled().cancelled() => None,
+            out = work => Some(out),
+        }
+    }
+
+    async fn cancel(&self, key: &str, started: Instant) -> FlowError {
+        let end = Finish {
+            status: StepStatus::Cancelled,
+            result_json: None,
+            error: "Run cancelled",
+            duration_ms: elapsed_ms(started),
+        };
+        if let Err(err) = self.store.finish(key, &end, &now_iso()).await {
+            warn!(run_id = %self.run_id(), key, error = %err, "cancelled step not journaled");
+        }
+        FlowError::Cancelled(self.run_id().to_owned())
+    }
+
+    async fn fail(&self, key: &str, error: &str, started: Instant) -> Result<(), FlowError> {
+        let end = Finish {
+            status: StepStatus::Failed,
+            result_json: None,
+            error,
+            duration_ms: elapsed_ms(started),
+        };
+        self.store.finish(key, &end, &now_iso()).await?;
+        Ok(())
+    }
+}
+
+fn elapsed_ms(started: Instant) -> i64 {
+    i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)
+}
+
+fn to_json<T: Serialize>(key: &str, value: &T) -> Result<serde_json::Value, FlowError> {
+    serde_json::to_value(value).map_err(|err| FlowError::Result {
+        type_name: "StepResultNotJSON",
+        message: format!(
+            "Step {} returned a value that is not JSON: {err}",
+            python_str_repr(key)
+        ),
+    })
+}
+
+fn decode<T: DeserializeOwned>(key: &str, stored: &str) -> Result<T, FlowError> {
+    serde_json::from_str(stored).map_err(|err| FlowError::Result {
+        type_name: "StepResultNotJSON",
+        message: format!(
+            "Step {}'s stored result does not decode as the step's type: {err}",
+            python_str_repr(key)
+        ),
+    })
+}

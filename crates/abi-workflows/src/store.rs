@@ -1,0 +1,194 @@
+//! The step journal's I/O: reads and compare-and-swap writes of one run's
+//! summaries and results in the module's documents, each document built by
+//! [`crate::journal`]. A result is put before the summary that points at it.
+
+use abi_document_model::{CollectionSpec, Data, FieldSpec};
+use abi_sdk_core::{CallError, CallErrorKind, DocumentClient};
+use abi_wire::workflows::{self as wire, StepKind, field};
+
+use crate::journal::{Child, Finish, Journal};
+
+/// The journal of one trigger of one run, over the host module's documents.
+#[derive(Debug, Clone)]
+pub struct StepStore {
+    documents: DocumentClient,
+    steps: String,
+    results: String,
+    run_id: String,
+    fired_at: String,
+}
+
+impl StepStore {
+    /// The journal of run `run_id`, triggered at `fired_at`, in `project`'s
+    /// collections of `documents`' namespace (the host module's).
+    pub fn new(documents: DocumentClient, project: &str, run_id: &str, fired_at: &str) -> Self {
+        Self {
+            documents,
+            steps: wire::steps_collection(project),
+            results: wire::results_collection(project),
+            run_id: run_id.to_owned(),
+            fired_at: fired_at.to_owned(),
+        }
+    }
+
+    fn journal(&self) -> Journal<'_> {
+        Journal {
+            run_id: &self.run_id,
+            fired_at: &self.fired_at,
+        }
+    }
+
+    /// Creates both collections (or merges their declaration), `run_id` indexed.
+    ///
+    /// # Errors
+    ///
+    /// The document service's refusal or a transport failure.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the declaration is idempotent; dropped, it may or may not
+    /// have been applied, and the next call applies it.
+    pub async fn ensure(&self) -> Result<(), CallError> {
+        for collection in [&self.steps, &self.results] {
+            let spec = CollectionSpec::new(collection.clone())
+                .field(FieldSpec::new(field::RUN_ID, "string").indexed());
+            self.documents.ensure_collection(spec).await?;
+        }
+        Ok(())
+    }
+
+    /// The summary of `key` for this trigger, empty when it has none.
+    ///
+    /// # Errors
+    ///
+    /// A transport failure or the service's refusal.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn read(&self, key: &str) -> Result<Data, CallError> {
+        let id = wire::step_id(&self.run_id, key);
+        let stored = self.documents.try_get(&self.steps, &id).await?;
+        Ok(self.journal().prior(stored.as_ref().map(|doc| &doc.data)))
+    }
+
+    /// The stored result of `key` for this trigger, as JSON text.
+    ///
+    /// # Errors
+    ///
+    /// A transport failure or the service's refusal.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    pub async fn result(&self, key: &str) -> Result<Option<String>, CallError> {
+        let id = wire::step_id(&self.run_id, key);
+        let stored = self.documents.try_get(&self.results, &id).await?;
+        Ok(stored.and_then(|doc| self.journal().stored_result(&doc.data).map(str::to_owned)))
+    }
+
+    /// Writes `build(prior)` over `key`'s summary with a compare-and-swap on
+    /// the version read, reading again after a conflict (five tries).
+    async fn update(
+        &self,
+        key: &str,
+        build: impl Fn(Journal<'_>, &Data) -> Data,
+    ) -> Result<Data, CallError> {
+        let id = wire::step_id(&self.run_id, key);
+        for _ in 0..wire::SUMMARY_WRITE_TRIES {
+            let stored = self.documents.try_get(&self.steps, &id).await?;
+            let version = stored.as_ref().map_or(0, |doc| doc.version);
+            let prior = self.journal().prior(stored.as_ref().map(|doc| &doc.data));
+            let data = build(self.journal(), &prior);
+            match self
+                .documents
+                .put(&self.steps, &id, data.clone(), Some(version))
+                .await
+            {
+                Ok(_) => return Ok(data),
+                Err(err) if err.kind() == CallErrorKind::VersionConflict => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Err(
+            CallError::new(CallErrorKind::VersionConflict, "VERSION_CONFLICT")
+                .with_message(format!(
+                    "Could not journal step {}",
+                    abi_pyjson::python_str_repr(key)
+                ))
+                .with_code(abi_wire::ErrorCode::VersionConflict.as_str()),
+        )
+    }
+
+    /// Journals a start of `key` at `now` ([`Journal::start`]).
+    ///
+    /// # Errors
+    ///
+    /// A transport failure, or five conflicts in a row.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after its put was sent, the start may be
+    /// journaled without the caller knowing; the next start counts it.
+    pub async fn start(
+        &self,
+        key: &str,
+        kind: StepKind,
+        now: &str,
+        reuse_running: bool,
+    ) -> Result<Data, CallError> {
+        self.update(key, |j, prior| {
+            j.start(prior, key, kind, now, reuse_running)
+        })
+        .await
+    }
+
+    /// Journals a local retry of `key` ([`Journal::retry`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`StepStore::start`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe, as [`StepStore::start`].
+    pub async fn retry(&self, key: &str) -> Result<Data, CallError> {
+        self.update(key, |j, prior| j.retry(prior)).await
+    }
+
+    /// Journals the child run of the call `key` ([`Journal::with_child`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`StepStore::start`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe, as [`StepStore::start`].
+    pub async fn set_child(&self, key: &str, child: &Child) -> Result<Data, CallError> {
+        self.update(key, |j, prior| j.with_child(prior, child))
+            .await
+    }
+
+    /// Journals the end of `key` at `now`: its result first, when it has one,
+    /// then its summary ([`Journal::finish`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`StepStore::start`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped between the two writes, the result is stored
+    /// and the summary still RUNNING, so the step runs again (never the
+    /// other way round).
+    pub async fn finish(&self, key: &str, end: &Finish<'_>, now: &str) -> Result<Data, CallError> {
+        if let Some(json) = end.result_json {
+            let id = wire::step_id(&self.run_id, key);
+            let result = self.journal().result(key, json);
+            self.documents.put(&self.results, &id, result, None).await?;
+        }
+        self.update(key, |j, prior| j.finish(prior, key, end, now))
+            .await
+    }
+}
