@@ -20,6 +20,7 @@ use super::ack::reply;
 use super::machine::{self, Decision, Facts};
 use super::record::logs;
 use super::record::{self, Fence, Saved};
+use super::recorded::Started;
 use super::supervise::{Outcome, supervise};
 use super::{Job, Shared};
 use crate::JobContext;
@@ -284,31 +285,20 @@ async fn run_attempt(
         return Step::Done;
     };
     let started_at = now_iso();
-    let mut fields = Data::new();
-    let mut put = |k: &str, v: Value| {
-        fields.insert(k.to_owned(), v);
-    };
-    put(field::JOB, job.spec.name().into());
-    put(field::RUN_ID, run_id.into());
-    put(field::MODULE_ID, shared.links.module_id.as_str().into());
-    put(field::STATUS, RunStatus::Running.as_str().into());
-    put(field::ATTEMPT, Value::Int(attempt));
-    put(
-        field::MAX_ATTEMPTS,
-        Value::Int(i64::from(job.spec.attempts())),
-    );
-    put(field::TRIGGER, to_doc(&trigger));
-    put(field::PAYLOAD, to_doc(&payload));
-    put(field::INSTANCE, shared.links.instance_id.as_str().into());
-    put(
-        field::SEQUENCE,
-        Value::Int(i64::try_from(sequence).unwrap_or(i64::MAX)),
-    );
-    put(field::FIRED_AT, fired.into());
-    put(field::STARTED_AT, started_at.as_str().into());
-    put(field::HEARTBEAT_AT, now_iso().into());
-    put(field::TRACE_ID, "".into());
-    put(field::ERROR, "".into());
+    let fields = Started {
+        job: job.spec.name(),
+        run_id,
+        module_id: &shared.links.module_id,
+        attempt,
+        max_attempts: i64::from(job.spec.attempts()),
+        trigger: to_doc(&trigger),
+        payload: to_doc(&payload),
+        instance: &shared.links.instance_id,
+        sequence,
+        fired_at: fired,
+        started_at: &started_at,
+    }
+    .to_data();
     let trigger_kind = trigger[field::TRIGGER_KIND].as_str().unwrap_or("");
     if machine::coalesces(job.spec.coalesces_ticks(), trigger_kind) {
         match super::coalesce::overlapping(shared, job.spec.name(), run_id, fired).await {

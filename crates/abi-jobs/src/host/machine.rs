@@ -18,6 +18,8 @@ use std::time::Duration;
 use abi_document_model::{Data, Datetime, Predicate, Value};
 use abi_wire::jobs::{self as wire, Ack, RunStatus, field};
 
+use super::recorded::Recorded;
+
 /// The shortest wait before a delivery held back by a live owner comes again.
 pub(super) const MIN_OWNER_WAIT: Duration = Duration::from_secs(1);
 
@@ -61,20 +63,9 @@ pub(super) enum Decision {
     },
 }
 
-fn text<'a>(data: &'a Data, key: &str) -> &'a str {
-    match data.get(key) {
-        Some(Value::String(s)) => s,
-        _ => "",
-    }
-}
-
 /// How long since the record's owner last proved alive, when it says.
-fn heartbeat_age(data: &Data, now_micros: i64) -> Option<Duration> {
-    let last = match text(data, field::HEARTBEAT_AT) {
-        "" => text(data, field::STARTED_AT),
-        seen => seen,
-    };
-    let seen = Datetime::parse_iso(last).ok()?.unix_micros();
+fn heartbeat_age(record: &Recorded<'_>, now_micros: i64) -> Option<Duration> {
+    let seen = Datetime::parse_iso(record.last_seen()).ok()?.unix_micros();
     let age = u64::try_from(now_micros.saturating_sub(seen)).unwrap_or(0);
     Some(Duration::from_micros(age))
 }
@@ -87,14 +78,14 @@ pub(super) fn on_delivery(record: Option<&Data>, facts: Facts<'_>) -> Decision {
             replace: false,
         };
     };
-    let recorded = text(data, field::FIRED_AT);
-    if !recorded.is_empty() && recorded != facts.fired_at {
+    let record = Recorded::of(data);
+    if !record.fired_at.is_empty() && record.fired_at != facts.fired_at {
         return Decision::Start {
             attempt: 1,
             replace: true,
         };
     }
-    let status = RunStatus::parse(text(data, field::STATUS));
+    let status = record.status;
     if let Some(ended) = status.filter(|s| s.is_terminal()) {
         return Decision::Retire(ended);
     }
@@ -104,7 +95,7 @@ pub(super) fn on_delivery(record: Option<&Data>, facts: Facts<'_>) -> Decision {
                 wait: facts.owner_fresh_for.max(MIN_OWNER_WAIT),
             };
         }
-        if let Some(age) = heartbeat_age(data, facts.now_micros)
+        if let Some(age) = heartbeat_age(&record, facts.now_micros)
             && age < facts.owner_fresh_for
         {
             return Decision::AwaitOwner {
@@ -112,11 +103,7 @@ pub(super) fn on_delivery(record: Option<&Data>, facts: Facts<'_>) -> Decision {
             };
         }
     }
-    let before = match data.get(field::ATTEMPT) {
-        Some(Value::Int(n)) => *n,
-        _ => 0,
-    };
-    let attempt = before.saturating_add(1);
+    let attempt = record.attempt.unwrap_or(0).saturating_add(1);
     if attempt > i64::from(facts.max_attempts) {
         return Decision::Exhausted;
     }
@@ -220,7 +207,7 @@ pub(super) enum OnCancel {
 pub(super) fn on_cancel(record: Option<&Data>) -> OnCancel {
     match record {
         None => OnCancel::CancelIfQueued,
-        Some(data) if RunStatus::parse(text(data, field::STATUS)) == Some(RunStatus::Retrying) => {
+        Some(data) if Recorded::of(data).status == Some(RunStatus::Retrying) => {
             OnCancel::CancelRetrying
         }
         Some(_) => OnCancel::Nothing,
@@ -243,15 +230,10 @@ pub(super) enum Lost {
 /// lost-after time) are ISO texts: they compare as strings, as the
 /// reference compares them.
 pub(super) fn on_lost(data: &Data, now: &str, cutoff: &str) -> Lost {
-    let last_seen = match text(data, field::HEARTBEAT_AT) {
-        "" => text(data, field::STARTED_AT),
-        seen => seen,
-    };
-    if RunStatus::parse(text(data, field::STATUS)) == Some(RunStatus::Retrying) {
-        let due = match text(data, field::RETRY_AT) {
-            "" => last_seen,
-            due => due,
-        };
+    let record = Recorded::of(data);
+    let last_seen = record.last_seen();
+    if record.status == Some(RunStatus::Retrying) {
+        let due = record.retry_due();
         if due.is_empty() || due > now {
             return Lost::No;
         }
@@ -261,11 +243,7 @@ pub(super) fn on_lost(data: &Data, now: &str, cutoff: &str) -> Lost {
         return Lost::No;
     }
     let lost = format!("Lost: no heartbeat since {last_seen}");
-    let int = |key: &str| match data.get(key) {
-        Some(Value::Int(n)) => *n,
-        _ => 1,
-    };
-    if int(field::ATTEMPT) >= int(field::MAX_ATTEMPTS) {
+    if record.attempt.unwrap_or(1) >= record.max_attempts.unwrap_or(1) {
         return Lost::Yes(format!("{lost} (its host stopped before the run finished)"));
     }
     Lost::IfTriggerGone(format!(
@@ -299,23 +277,15 @@ pub(super) struct Sweep<'a> {
 /// run, and only ours to take: the record carries the retry owner field
 /// (a Python host's records do not, and its own host re-runs them).
 pub(super) fn take_over(data: &Data, run_id: &str, sweep: Sweep<'_>) -> Option<u64> {
-    let owner = match data.get(field::RETRY_OWNER) {
-        Some(Value::String(owner)) => owner.as_str(),
-        _ => return None,
-    };
+    let record = Recorded::of(data);
+    let owner = record.retry_owner?;
     if !sweep.accepting {
         return None;
     }
-    let last_seen = match text(data, field::HEARTBEAT_AT) {
-        "" => text(data, field::STARTED_AT),
-        seen => seen,
-    };
-    let due = match RunStatus::parse(text(data, field::STATUS)) {
+    let last_seen = record.last_seen();
+    let due = match record.status {
         Some(RunStatus::Retrying) if owner != sweep.me => {
-            let at = match text(data, field::RETRY_AT) {
-                "" => last_seen,
-                at => at,
-            };
+            let at = record.retry_due();
             let by = if owner.is_empty() {
                 sweep.now
             } else {
@@ -329,18 +299,15 @@ pub(super) fn take_over(data: &Data, run_id: &str, sweep: Sweep<'_>) -> Option<u
     if !due {
         return None;
     }
-    match data.get(field::SEQUENCE) {
-        Some(Value::Int(n)) if *n > 0 => u64::try_from(*n).ok(),
-        _ => abi_wire::jobs::parse_run_id(run_id).map(|(_, sequence)| sequence),
-    }
+    record.trigger_sequence(run_id)
 }
 
 /// Whether a retry this host scheduled still waits for this host: the run
 /// is RETRYING and this host owns its retry. Anything else means it was
 /// cancelled, taken over or finished meanwhile.
 pub(super) fn retry_is_mine(data: &Data, me: &str) -> bool {
-    RunStatus::parse(text(data, field::STATUS)) == Some(RunStatus::Retrying)
-        && text(data, field::RETRY_OWNER) == me
+    let record = Recorded::of(data);
+    record.status == Some(RunStatus::Retrying) && record.retry_owner == Some(me)
 }
 
 /// The record of a retry whose trigger left the stream first: FAILED.
@@ -409,6 +376,13 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use abi_wire::jobs as wire;
+
+    fn text<'a>(data: &'a Data, key: &str) -> &'a str {
+        match data.get(key) {
+            Some(Value::String(s)) => s,
+            _ => "",
+        }
+    }
 
     const FIRED: &str = "2026-12-01T10:00:00.000001+00:00";
     /// 2026-12-01T10:01:00+00:00.

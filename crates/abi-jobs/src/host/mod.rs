@@ -28,6 +28,7 @@ mod machine;
 mod payload;
 mod reaper;
 mod record;
+mod recorded;
 mod retention;
 mod retry;
 mod retry_queue;

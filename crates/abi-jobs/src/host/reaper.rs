@@ -121,11 +121,7 @@ async fn trigger_gone(
     run_id: &str,
     data: &Data,
 ) -> Result<bool, JobHostError> {
-    let sequence = match data.get(field::SEQUENCE) {
-        Some(Value::Int(n)) if *n > 0 => u64::try_from(*n).ok(),
-        _ => wire::parse_run_id(run_id).map(|(_, seq)| seq),
-    };
-    let Some(sequence) = sequence else {
+    let Some(sequence) = super::recorded::Recorded::of(data).trigger_sequence(run_id) else {
         return Ok(false);
     };
     let stream = shared

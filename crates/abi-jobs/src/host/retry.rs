@@ -20,7 +20,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use abi_document_model::{Data, Datetime, Document, FindQuery, Predicate, Value};
+use abi_document_model::{Datetime, Document, FindQuery, Predicate, Value};
 use abi_wire::jobs::{self as wire, field};
 use async_nats::jetstream::Message;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::delivery::{self, Meta, Prior};
+use super::recorded::Recorded;
 use super::retry_queue::Due;
 use super::{Job, JobHostError, Shared, machine, record};
 use crate::time::now_iso;
@@ -36,13 +37,6 @@ use abi_sdk_core::CallErrorKind;
 
 /// The record field naming the host that re-drives a RETRYING run.
 const OWNER: &str = field::RETRY_OWNER;
-
-fn text(data: &Data, key: &str) -> Option<String> {
-    match data.get(key) {
-        Some(Value::String(s)) => Some(s.clone()),
-        _ => None,
-    }
-}
 
 /// The retry driver: runs each retry the deliveries queue, until the host
 /// closes.
@@ -121,10 +115,10 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
             return schedule(shared, job, run_id, sequence, later);
         }
     };
-    let attempt = match doc.data.get(field::ATTEMPT) {
-        Some(Value::Int(n)) => u64::try_from(*n).unwrap_or(0),
-        _ => 0,
-    };
+    let attempt = Recorded::of(&doc.data)
+        .attempt
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0);
     let meta = Meta {
         sequence,
         delivered: attempt + 1,
@@ -218,7 +212,10 @@ pub(super) async fn take_over(
     let Some(sequence) = machine::take_over(&doc.data, &doc.id, sweep) else {
         return Ok(false);
     };
-    let owner = text(&doc.data, OWNER).unwrap_or_default();
+    let owner = Recorded::of(&doc.data)
+        .retry_owner
+        .unwrap_or_default()
+        .to_owned();
     let mut data = doc.data.clone();
     data.insert(field::STATUS.into(), wire::RETRYING.into());
     data.insert(OWNER.into(), me.into());
