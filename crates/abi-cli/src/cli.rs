@@ -166,6 +166,14 @@ pub enum Command {
         /// The run id (`<job>:<sequence>`).
         run_id: String,
     },
+    /// A workflow run's step timeline from its journal: key, kind, status,
+    /// attempt, duration, child run, error (`--json`: the summaries).
+    Steps {
+        /// The module serving the workflow.
+        module: String,
+        /// The run id (`<workflow>:<sequence>`).
+        run_id: String,
+    },
     /// Asks the module's hosts to cancel a run (cooperative: only a running
     /// run stops).
     Cancel {

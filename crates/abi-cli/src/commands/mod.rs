@@ -19,6 +19,7 @@ mod new;
 mod rollouts;
 mod runs;
 mod schedules;
+mod steps;
 mod tree;
 mod wait;
 mod watch;
@@ -114,6 +115,7 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
             runs::list(cx, module, job, status.as_deref(), *limit).await
         }
         Command::Run { module, run_id } => runs::show(cx, module, run_id).await,
+        Command::Steps { module, run_id } => steps::run(cx, module, run_id).await,
         Command::Cancel { module, run_id } => runs::cancel(cx, module, run_id).await,
         Command::Models { module } => models::run(cx, module.as_deref()).await,
         Command::Chat {

@@ -22,6 +22,20 @@ async fn python_host(stack: &Stack, module: &str, job: &str) -> Child {
     spawn_until_ready(command, "ready", DEADLINE).await.unwrap()
 }
 
+/// Stops a reference host with SIGTERM; it must exit cleanly in time.
+async fn stop_python_host(mut host: Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &host.id().unwrap().to_string()])
+        .status();
+    assert!(
+        tokio::time::timeout(DEADLINE, host.wait())
+            .await
+            .unwrap()
+            .unwrap()
+            .success()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_lists_declared_jobs_with_their_schedules() {
     let stack = Stack::start().await;
@@ -135,7 +149,7 @@ async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
     let stack = Stack::start().await;
     let dir = tempfile::tempdir().unwrap();
     let docs = documents(&stack, dir.path()).await;
-    let mut host = python_host(&stack, "billing", "ingest").await;
+    let host = python_host(&stack, "billing", "ingest").await;
     // The module declares `ingest` (served by the reference's host) and
     // `nobody` (served by none); triggers are checked against that.
     let mut declared = descriptor("billing", &[]);
@@ -427,16 +441,77 @@ async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
         .json();
     assert_eq!(unknown, serde_json::json!([]));
 
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &host.id().unwrap().to_string()])
-        .status();
+    stop_python_host(host).await;
+    renewing.abort();
+    docs.cancel();
+    stack.stop().await;
+}
+
+/// `abictl steps` reads a workflow run's journal as the reference's host
+/// wrote it: the timeline in start order, and `--json` the summaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_shows_the_timeline_the_reference_journaled() {
+    let stack = Stack::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let docs = documents(&stack, dir.path()).await;
+    let host = python_host(&stack, "flows", "flow:workflow:3").await;
+    let mut declared = descriptor("flows", &[]);
+    declared.jobs.push(pb::JobDescriptor {
+        name: "flow".into(),
+        contract_major: 1,
+        kind: "workflow".into(),
+        max_concurrency: 1,
+        max_attempts: 3,
+        input_schema: r#"{"type":"object"}"#.into(),
+        ..Default::default()
+    });
+    stack.register(declared, "flows-1", true).await;
+    let renewing = stack.keep_renewed("flows", "flows-1");
+
+    let done = stack
+        .abictl()
+        .run(&[
+            "trigger",
+            "flows",
+            "flow",
+            "--payload",
+            r#"{"n": 4}"#,
+            "--wait",
+            "60",
+        ])
+        .await
+        .json();
+    assert_eq!(done["status"], "SUCCEEDED", "{done}");
+    assert_eq!(done["result"], serde_json::json!({"out": 9}));
+    let run_id = done["run_id"].as_str().unwrap().to_owned();
+
+    let table = stack.abictl().run(&["steps", "flows", &run_id]).await;
+    let lines: Vec<&str> = table.ok().lines().collect();
+    assert!(lines[0].starts_with("KEY"), "{lines:?}");
+    assert_eq!(lines.len(), 3, "a header and two steps: {lines:?}");
+    for (line, key) in lines[1..].iter().zip(["double", "plus"]) {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(&cells[..4], [key, "step", "SUCCEEDED", "1"], "{line}");
+    }
+    let json = stack
+        .abictl()
+        .run(&["steps", "flows", &run_id, "--json"])
+        .await
+        .json();
+    assert_eq!(json[0]["key"], "double");
+    assert_eq!(json[1]["key"], "plus");
+    assert_eq!(json[1]["result_bytes"], 1, "plus returned 9");
     assert!(
-        tokio::time::timeout(DEADLINE, host.wait())
-            .await
-            .unwrap()
-            .unwrap()
-            .success()
+        json[0].get("run_id").is_none(),
+        "summaries as steps() lists them"
     );
+
+    let none = stack.abictl().run(&["steps", "flows", "flow:999"]).await;
+    assert!(none.ok().contains("no journaled steps"), "{none:?}");
+    let bad = stack.abictl().run(&["steps", "flows", "not-a-run"]).await;
+    assert_eq!(bad.code, 2, "{bad:?}");
+
+    stop_python_host(host).await;
     renewing.abort();
     docs.cancel();
     stack.stop().await;
