@@ -113,7 +113,7 @@ impl FlowContext {
     }
 
     /// Checks `key` and takes it for this run: a key names one journal entry.
-    fn claim(&self, key: &str) -> Result<(), FlowError> {
+    pub(crate) fn claim(&self, key: &str) -> Result<(), FlowError> {
         check_step_key(key).map_err(|err| FlowError::Key(err.to_string()))?;
         let mut used = self
             .used

@@ -12,12 +12,14 @@
 //! - [`result`]: a step result's JSON and its limit ([`encode_result`]);
 //! - [`store`]: the journal's reads and compare-and-swap writes ([`StepStore`]);
 //! - [`flow`]: [`FlowContext::step`], a step run once per run, with local
-//!   retries, cancellation and replay;
+//!   retries, cancellation and replay, and [`FlowContext::map`], a step per
+//!   item (`key[i]`), `concurrency` at a time, order kept;
 //! - [`handler`]: [`workflow_fn`], a workflow function as its job's handler
 //!   (declare the job with `JobSpec::as_workflow`).
 //!
 //! Step keys, collections and ids are in `abi_wire::workflows`.
 
+mod fan_out;
 pub mod flow;
 pub mod handler;
 pub mod journal;

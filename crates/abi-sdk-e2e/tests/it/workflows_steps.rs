@@ -77,6 +77,24 @@ async fn our_host(setup: &Setup, counts: &Counts, flaky: bool) -> BoundJobHost {
     host
 }
 
+/// The step summaries `run_id` journaled, by document id.
+async fn summaries(setup: &Setup, run_id: &str) -> Vec<(String, abi_sdk::documents::Data)> {
+    let documents = setup.links(MODULE, "rust-1").documents;
+    let query = FindQuery {
+        where_: vec![Predicate::new(field::RUN_ID, "eq", run_id)],
+        ..FindQuery::default()
+    };
+    let steps = wire::steps_collection(&setup.project);
+    let page = documents.find(&steps, query).await.unwrap();
+    let mut found: Vec<_> = page
+        .items
+        .into_iter()
+        .map(|doc| (doc.id, doc.data))
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
 fn text(data: &abi_sdk::documents::Data, key: &str) -> String {
     match data.get(key) {
         Some(Value::String(s)) => s.clone(),
@@ -107,18 +125,7 @@ async fn a_retried_run_does_not_run_a_completed_step_again() {
     );
     assert_eq!(counts.plus.load(Ordering::SeqCst), 2);
 
-    let steps = wire::steps_collection(&setup.project);
-    let query = FindQuery {
-        where_: vec![Predicate::new(field::RUN_ID, "eq", run.run_id())],
-        ..FindQuery::default()
-    };
-    let page = documents.find(&steps, query).await.unwrap();
-    let mut summaries: Vec<_> = page
-        .items
-        .into_iter()
-        .map(|doc| (doc.id, doc.data))
-        .collect();
-    summaries.sort_by(|a, b| a.0.cmp(&b.0));
+    let summaries = summaries(&setup, run.run_id()).await;
     let ids: Vec<&str> = summaries.iter().map(|(id, _)| id.as_str()).collect();
     let double_id = wire::step_id(run.run_id(), "double");
     let plus_id = wire::step_id(run.run_id(), "plus");
@@ -220,6 +227,78 @@ async fn a_run_the_reference_journaled_resumes_on_our_host_without_repeating_a_s
         "the reference's journaled step is not run again"
     );
     assert_eq!(counts.plus.load(Ordering::SeqCst), 1);
+    host.close_now().await;
+    setup.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_map_runs_only_the_items_that_did_not_succeed() {
+    let setup = Setup::start().await;
+    // Item 3 fails its first call; the others succeed once each.
+    let calls: Arc<Vec<AtomicUsize>> = Arc::new((0..6).map(|_| AtomicUsize::new(0)).collect());
+    let counted = calls.clone();
+    let handler = workflow_fn(move |cx: FlowContext, _input: serde_json::Value| {
+        let calls = counted.clone();
+        async move {
+            let items: Vec<usize> = (0..6).collect();
+            let squares: Vec<usize> = cx
+                .map("square", items, 2, |i| {
+                    let calls = calls.clone();
+                    async move {
+                        if calls[i].fetch_add(1, Ordering::SeqCst) == 0 && i == 3 {
+                            return Err(JobError::retryable("item 3 fails once"));
+                        }
+                        Ok(i * i)
+                    }
+                })
+                .await?;
+            Ok(json!({"squares": squares}))
+        }
+    });
+    let spec = JobSpec::new("fan")
+        .unwrap()
+        .as_workflow()
+        .max_attempts(2)
+        .unwrap();
+    let host = JobHost::new()
+        .options(fast())
+        .job(spec, handler)
+        .bind(setup.links(MODULE, "rust-1"));
+    host.prepare_consumers().await.unwrap();
+    host.start_serving().await.unwrap();
+
+    let run = setup
+        .client(MODULE, "fan")
+        .trigger(json!({}), None)
+        .await
+        .unwrap();
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "SUCCEEDED", "{record:?}");
+    assert_eq!(record.attempt, 2);
+    assert_eq!(
+        record.result,
+        Some(json!({"squares": [0, 1, 4, 9, 16, 25]})),
+        "in order"
+    );
+    let counts: Vec<usize> = calls.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    assert_eq!(counts[3], 2, "{counts:?}");
+    assert!(counts.iter().all(|&n| n >= 1), "{counts:?}");
+    // Besides item 3, at most the one item going beside it (two at a time)
+    // when it failed ran again; every item the first attempt finished was
+    // replayed: its summary shows one start, and it ran once.
+    assert!(counts.iter().filter(|&&n| n > 1).count() <= 2, "{counts:?}");
+    let journal = summaries(&setup, run.run_id()).await;
+    assert_eq!(journal.len(), 6, "one summary per item");
+    for (id, summary) in &journal {
+        assert_eq!(text(summary, field::STATUS), "SUCCEEDED", "{id}");
+        let i: usize = id
+            .rsplit_once('[')
+            .and_then(|(_, n)| n.trim_end_matches(']').parse().ok())
+            .unwrap();
+        if summary.get(field::ATTEMPT) == Some(&Value::Int(1)) {
+            assert_eq!(counts[i], 1, "{id} was journaled once, so it ran once");
+        }
+    }
     host.close_now().await;
     setup.stop().await;
 }
