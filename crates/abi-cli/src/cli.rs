@@ -126,6 +126,31 @@ pub enum Command {
         /// Only this module.
         module: Option<String>,
     },
+    /// Declared workflows per module (jobs of kind `workflow`), with their
+    /// triggers; `--json` adds their input and output schemas.
+    Workflows {
+        /// Only this module.
+        module: Option<String>,
+    },
+    /// Starts a workflow run (a trigger of the workflow's job) and prints
+    /// its run id; with --wait, waits for its end and prints its record, as
+    /// `trigger` does (`abictl steps` shows its journal).
+    Start {
+        /// The module serving the workflow.
+        module: String,
+        /// The workflow's name.
+        workflow: String,
+        /// The input, a JSON object (default `{}`), or `@<path>`.
+        #[arg(long, default_value = "{}")]
+        input: String,
+        /// Idempotency key: a repeat within the stream's duplicate window is
+        /// the same run.
+        #[arg(long)]
+        key: Option<String>,
+        /// Wait at most this many seconds for the run to end.
+        #[arg(long = "wait", value_name = "SECS")]
+        wait_secs: Option<f64>,
+    },
     /// Triggers a job (as the reference's `JobProxy.trigger`) and prints its
     /// run id; with --wait, waits for the run's end and prints its record
     /// (exit 1 unless it SUCCEEDED or was SKIPPED, 4 past the deadline).

@@ -16,7 +16,9 @@ pub const TRIGGER_HEADER: &str = "Abi-Job-Trigger";
 /// The header of a schedule's input hash (only when an input is set).
 pub const INPUT_HASH_HEADER: &str = "Abi-Job-Input-Hash";
 /// The `kind` of a job descriptor (`workflow` for workflows).
-pub const JOB_KINDS: [&str; 2] = ["job", "workflow"];
+pub const JOB_KINDS: [&str; 2] = [PLAIN_KIND, crate::workflows::KIND];
+/// The kind of a job that is not a workflow (a descriptor without a kind is one).
+pub const PLAIN_KIND: &str = "job";
 /// The NATS header giving a stored message its own time to live.
 pub const TTL_HEADER: &str = "Nats-TTL";
 /// The [`TRIGGER_HEADER`] value of a trigger a caller sent.

@@ -1,7 +1,8 @@
 //! `abictl jobs [module]`: the jobs live instances declare, one row per
 //! module, contract major and job (replicas declare identical sets), with
 //! their triggers: schedules (`cron`, `every`, with time zone and input)
-//! and event subscriptions.
+//! and event subscriptions. `abictl workflows` is the same list, only the
+//! jobs of kind `workflow`.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,17 @@ use super::{Ctx, list_all, major_of, module_of};
 use crate::connect;
 use crate::output::{Table, or_dash, print_json};
 
-/// Prints the declared jobs of every module, or of `module`.
+/// A job's kind, `job` when its descriptor names none.
+fn kind_of(job: &pb::JobDescriptor) -> &str {
+    if job.kind.is_empty() {
+        abi_wire::jobs::PLAIN_KIND
+    } else {
+        &job.kind
+    }
+}
+
+/// Prints the declared jobs of every module, or of `module`; with `kind`,
+/// only the jobs of that kind (`job` for a descriptor without one).
 ///
 /// # Errors
 ///
@@ -21,7 +32,7 @@ use crate::output::{Table, or_dash, print_json};
 /// # Cancel safety
 ///
 /// Cancel safe: it only lists instances; the table is printed after the last await.
-pub async fn run(cx: Ctx<'_>, module: Option<&str>) -> anyhow::Result<()> {
+pub async fn run(cx: Ctx<'_>, module: Option<&str>, kind: Option<&str>) -> anyhow::Result<()> {
     let client = connect::client(cx.global, cx.env).await?;
     let instances = list_all(&client).await?;
     // (module, major, job) -> (descriptor, instance count)
@@ -32,6 +43,9 @@ pub async fn run(cx: Ctx<'_>, module: Option<&str>) -> anyhow::Result<()> {
             continue;
         }
         for job in instance.descriptor.iter().flat_map(|d| &d.jobs) {
+            if kind.is_some_and(|k| k != kind_of(job)) {
+                continue;
+            }
             jobs.entry((id.to_owned(), major_of(instance), job.name.clone()))
                 .or_insert_with(|| (job.clone(), 0))
                 .1 += 1;
@@ -45,7 +59,7 @@ pub async fn run(cx: Ctx<'_>, module: Option<&str>) -> anyhow::Result<()> {
                     "module": module,
                     "contract_major": major,
                     "name": job.name,
-                    "kind": if job.kind.is_empty() { "job" } else { job.kind.as_str() },
+                    "kind": kind_of(job),
                     "description": job.description,
                     "triggers": job.triggers.iter().map(|t| json!({
                         "kind": t.kind, "spec": t.spec, "time_zone": t.time_zone,
@@ -54,6 +68,8 @@ pub async fn run(cx: Ctx<'_>, module: Option<&str>) -> anyhow::Result<()> {
                     "max_concurrency": job.max_concurrency,
                     "max_attempts": job.max_attempts,
                     "timeout_seconds": job.timeout_seconds,
+                    "input_schema": job.input_schema,
+                    "output_schema": job.output_schema,
                     "instances": instances,
                 })
             })

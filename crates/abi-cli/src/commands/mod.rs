@@ -94,7 +94,17 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
         Command::Dump => dump::run(cx).await,
         Command::Decode => decode::run(cx),
         Command::Docs { command } => docs::run(cx, command).await,
-        Command::Jobs { module } => jobs::run(cx, module.as_deref()).await,
+        Command::Jobs { module } => jobs::run(cx, module.as_deref(), None).await,
+        Command::Workflows { module } => {
+            jobs::run(cx, module.as_deref(), Some(abi_wire::workflows::KIND)).await
+        }
+        Command::Start {
+            module,
+            workflow,
+            input,
+            key,
+            wait_secs,
+        } => runs::trigger(cx, module, workflow, input, key.as_deref(), *wait_secs).await,
         Command::Trigger {
             module,
             job,

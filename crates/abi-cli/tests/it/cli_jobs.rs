@@ -447,8 +447,9 @@ async fn trigger_wait_runs_run_and_cancel_against_the_reference_host() {
     stack.stop().await;
 }
 
-/// `abictl steps` reads a workflow run's journal as the reference's host
-/// wrote it: the timeline in start order, and `--json` the summaries.
+/// `abictl workflows` lists the declared workflows, `abictl start` starts
+/// one, and `abictl steps` reads its journal as the reference's host wrote
+/// it: the timeline in start order, and `--json` the summaries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn steps_shows_the_timeline_the_reference_journaled() {
     let stack = Stack::start().await;
@@ -465,16 +466,43 @@ async fn steps_shows_the_timeline_the_reference_journaled() {
         input_schema: r#"{"type":"object"}"#.into(),
         ..Default::default()
     });
+    declared.jobs.push(pb::JobDescriptor {
+        name: "plain".into(),
+        contract_major: 1,
+        max_concurrency: 1,
+        max_attempts: 1,
+        ..Default::default()
+    });
     stack.register(declared, "flows-1", true).await;
     let renewing = stack.keep_renewed("flows", "flows-1");
+
+    let listed = stack
+        .abictl()
+        .run(&["workflows", "flows", "--json"])
+        .await
+        .json();
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        1,
+        "only the workflow: {listed}"
+    );
+    assert_eq!(listed[0]["name"], "flow");
+    assert_eq!(listed[0]["kind"], "workflow");
+    assert_eq!(listed[0]["input_schema"], r#"{"type":"object"}"#);
+    let all = stack
+        .abictl()
+        .run(&["jobs", "flows", "--json"])
+        .await
+        .json();
+    assert_eq!(all.as_array().unwrap().len(), 2, "{all}");
 
     let done = stack
         .abictl()
         .run(&[
-            "trigger",
+            "start",
             "flows",
             "flow",
-            "--payload",
+            "--input",
             r#"{"n": 4}"#,
             "--wait",
             "60",
