@@ -4,6 +4,14 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+/// Failure labels the bench gives a call itself (beside the wire codes a
+/// service answers with): a reply that is not the expected one.
+pub const WRONG_ANSWER: &str = "WRONG_ANSWER";
+/// No reply within the bench's deadline for one call.
+pub const CALL_TIMEOUT: &str = "CALL_TIMEOUT";
+/// A published value that never came back on its echo subject.
+pub const NO_ECHO: &str = "NO_ECHO";
+
 /// p50 and p99 of a set of latencies.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {

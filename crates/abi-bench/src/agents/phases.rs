@@ -71,9 +71,9 @@ pub async fn raw(
     let call = |_k: usize| async move {
         match tokio::time::timeout(CALL_TIMEOUT, nats.request(RAW_SUBJECT, TEXT.into())).await {
             Ok(Ok(reply)) if reply.payload.as_ref() == TEXT.as_bytes() => Ok(()),
-            Ok(Ok(_)) => Err("WRONG_ANSWER".to_owned()),
+            Ok(Ok(_)) => Err(crate::measure::WRONG_ANSWER.to_owned()),
             Ok(Err(error)) => Err(format!("{:?}", error.kind())),
-            Err(_) => Err("CALL_TIMEOUT".to_owned()),
+            Err(_) => Err(crate::measure::CALL_TIMEOUT.to_owned()),
         }
     };
     let mut measured = Measured::default();
@@ -213,7 +213,7 @@ async fn wait_serving(model: &ChatModel, agent: &AgentClient) -> anyhow::Result<
 async fn chat_once(model: &ChatModel) -> Result<(), Code> {
     match model.invoke([ChatMessage::human(TEXT)]).await {
         Ok(answer) if answer.content_text() == TEXT => Ok(()),
-        Ok(_) => Err("WRONG_ANSWER".to_owned()),
+        Ok(_) => Err(crate::measure::WRONG_ANSWER.to_owned()),
         Err(error) => Err(call_code(&error)),
     }
 }
@@ -223,7 +223,7 @@ async fn chat_once(model: &ChatModel) -> Result<(), Code> {
 async fn invoke_once(agent: &AgentClient) -> Result<(), Code> {
     match agent.invoke(TEXT, Some(CALL_TIMEOUT)).await {
         Ok(result) if result == TEXT => Ok(()),
-        Ok(_) => Err("WRONG_ANSWER".to_owned()),
+        Ok(_) => Err(crate::measure::WRONG_ANSWER.to_owned()),
         Err(error) => Err(agent_code(&error)),
     }
 }

@@ -458,7 +458,7 @@ impl Echo {
     ) -> anyhow::Result<Duration> {
         let timed = self.call(payload).await;
         if timed.is_err() {
-            failures.add(phase, "NO_ECHO");
+            failures.add(phase, crate::measure::NO_ECHO);
         }
         timed
     }

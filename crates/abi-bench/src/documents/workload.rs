@@ -163,7 +163,7 @@ impl Calls<'_> {
             Ok(value) => match check(&value) {
                 Ok(()) => Ok((elapsed, value)),
                 Err(error) => {
-                    self.failures.add(phase, "WRONG_ANSWER");
+                    self.failures.add(phase, crate::measure::WRONG_ANSWER);
                     Err(error)
                 }
             },
