@@ -17,6 +17,9 @@ done
 ./scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 export ABI_PYTHON="$PWD/.venv/bin/python"
+# One full build of the suite gains nothing from incremental caches, which would double the
+# workspace crates' share of the disk on a fresh CI machine.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
