@@ -43,7 +43,7 @@ esac
 
 project=demo
 lease_seconds=8
-steps=13
+steps=14
 step_no=0
 step() { step_no=$((step_no + 1)); printf '\n==> [%d/%d] %s\n' "$step_no" "$steps" "$*"; }
 ok() { printf '    ok: %s\n' "$*"; }
@@ -289,6 +289,16 @@ for _ in $(seq 1 150); do
 done
 [ "$cancelled" = 1 ] || fail "sleepy was not cancelled"
 ok "demo-provider $sleepy cancelled while running"
+
+# --- 6c'. workflows -----------------------------------------------------------
+step "workflows: demo-provider digest (count, a call of demo-consumer's shout job, summarize)"
+ctl start demo-provider digest --input '{"words": ["hello", "from", "the", "stack"]}' --wait 60 \
+  >"$tmp/digest.json" || fail "the digest workflow did not succeed"
+grep -q '4 words: HELLO FROM THE STACK' "$tmp/digest.json" || fail "the digest's summary is not the expected one"
+digest_run=$(grep -Eo '"run_id": ?"digest:[0-9]+"' "$tmp/digest.json" | head -1 | grep -Eo 'digest:[0-9]+')
+[ -n "$digest_run" ] || fail "the digest's record names no run id"
+ok "demo-provider $digest_run SUCCEEDED: 4 words: HELLO FROM THE STACK; its step timeline:"
+ctl steps demo-provider "$digest_run" | sed 's/^/    /'
 
 # --- 6d. agents and chat models ----------------------------------------------
 step "agents and models: the consumer called the provider's echo agent and echo-chat model; abictl does too"

@@ -3,7 +3,10 @@
 //! echo chat model once. Copy it (with
 //! `src/bin/consumer.rs`) to start a module that uses another one.
 
+use std::sync::Arc;
+
 use abi_sdk::agents::AgentsExt as _;
+use abi_sdk::jobs::{JobContext, JobHost, JobResult, JobSpec};
 use abi_sdk::models::ModelsExt as _;
 use std::time::Duration;
 
@@ -78,6 +81,29 @@ impl Module for Consumer {
         info!("consumer stopping");
         Ok(())
     }
+}
+
+/// The job the consumer serves: `shout` returns `{"text": <its text in
+/// capitals>}` (the provider's digest workflow calls it).
+pub const SHOUT_JOB: &str = "shout";
+
+/// The spec with the job the consumer serves over NATS (the demo stack runs
+/// it): [`SHOUT_JOB`].
+///
+/// # Panics
+///
+/// Never: the declaration is a constant within the reference's limits (a
+/// test builds it).
+#[allow(clippy::expect_used)]
+pub fn with_jobs(spec: ModuleSpec) -> ModuleSpec {
+    let shout = JobSpec::new(SHOUT_JOB)
+        .map(|j| j.description("Returns its text in capitals"))
+        .expect("a valid job declaration");
+    let jobs = JobHost::new().job(shout, |cx: JobContext| async move {
+        let text = cx.payload()["text"].as_str().unwrap_or_default();
+        JobResult::Ok(serde_json::json!({"text": text.to_uppercase()}))
+    });
+    spec.serve(Arc::new(jobs))
 }
 
 /// What the module declares: its id and its dependency on the provider.

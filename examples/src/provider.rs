@@ -9,8 +9,9 @@ use abi_sdk::agents::{
     AgentEvent, AgentHandler, AgentHost, AgentSpec, EventStream, InvocationContext, InvokeFuture,
 };
 use abi_sdk::documents::{CollectionSpec, Data, DocumentClient, FieldSpec, Value};
-use abi_sdk::jobs::{JobContext, JobHost, JobResult, JobSpec, Trigger};
+use abi_sdk::jobs::{JobContext, JobError, JobHost, JobResult, JobSpec, Trigger};
 use abi_sdk::models::{ChatInput, ChatMessage, ChatModelSpec, ModelHost};
+use abi_sdk::workflows::{FlowContext, workflow_fn};
 use abi_sdk::{Context, HookResult, Module, ModuleSpec};
 use tracing::{info, warn};
 
@@ -115,10 +116,54 @@ pub fn spec(package_version: &str) -> ModuleSpec {
         .job(nightly.to_descriptor())
 }
 
+/// The workflow [`with_jobs`] serves: three journaled steps, the second a
+/// call of the consumer's job `shout`.
+pub const DIGEST_WORKFLOW: &str = "digest";
+/// The consumer's module and job the digest calls.
+pub const SHOUT: (&str, &str) = ("demo-consumer", "shout");
+
+/// The digest's input: some words.
+#[derive(Debug, serde::Deserialize)]
+pub struct DigestInput {
+    /// The words to digest.
+    pub words: Vec<String>,
+}
+
+/// The digest workflow: `count` the words (a step), have the consumer
+/// `shout` them (a call: a job run of another module, journaled before the
+/// wait), then `summarize` (a step). A retried or resumed run replays the
+/// steps that finished instead of running them again.
+async fn digest(cx: FlowContext, input: DigestInput) -> Result<serde_json::Value, JobError> {
+    let words = input.words;
+    let count: usize = cx
+        .step("count", || {
+            let n = words.len();
+            async move { Ok(n) }
+        })
+        .await?;
+    let shouted: serde_json::Value = cx
+        .call_keyed(
+            "shout",
+            SHOUT.0,
+            SHOUT.1,
+            &serde_json::json!({"text": words.join(" ")}),
+        )
+        .await?;
+    let loud = shouted["text"].as_str().unwrap_or_default().to_owned();
+    let summary: String = cx
+        .step("summarize", || {
+            let loud = loud.clone();
+            async move { Ok(format!("{count} words: {loud}")) }
+        })
+        .await?;
+    Ok(serde_json::json!({"summary": summary}))
+}
+
 /// The spec with the jobs the provider serves over NATS (the demo stack runs
-/// them): `tick` every 2 s, `echo` (manual: returns its payload) and `sleepy`
-/// (manual: works until cancelled, at most a minute). Jobs need NATS and the
-/// document service, so the in-process tests use [`spec`] alone.
+/// them): `tick` every 2 s, `echo` (manual: returns its payload), `sleepy`
+/// (manual: works until cancelled, at most a minute) and the workflow
+/// [`DIGEST_WORKFLOW`]. Jobs need NATS and the document service, so the
+/// in-process tests use [`spec`] alone.
 ///
 /// # Panics
 ///
@@ -139,7 +184,15 @@ pub fn with_jobs(spec: ModuleSpec) -> ModuleSpec {
         .map(|j| j.description("Works until cancelled"))
         .and_then(|j| j.timeout(Duration::from_secs(60)))
         .expect("a valid job declaration");
+    let digest_spec = JobSpec::new(DIGEST_WORKFLOW)
+        .map(|j| {
+            j.description("Counts words, has the consumer shout them, sums it up")
+                .as_workflow()
+        })
+        .and_then(|j| j.max_attempts(3))
+        .expect("a valid workflow declaration");
     let jobs = JobHost::new()
+        .job(digest_spec, workflow_fn(digest))
         .job(tick, |cx: JobContext| async move {
             cx.log("tick");
             JobResult::Ok(serde_json::json!({"run": cx.run_id()}))
@@ -216,7 +269,10 @@ mod tests {
     #[test]
     fn the_job_declarations_are_valid() {
         let spec = super::with_jobs(super::spec("1.0.0"));
-        assert_eq!(spec.descriptor().jobs.len(), 4);
+        let jobs = &spec.descriptor().jobs;
+        assert_eq!(jobs.len(), 5);
+        let digest = jobs.iter().find(|j| j.name == super::DIGEST_WORKFLOW);
+        assert_eq!(digest.map(|j| j.kind.as_str()), Some("workflow"));
     }
 
     #[test]

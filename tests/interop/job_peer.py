@@ -9,7 +9,10 @@
         else returns {"echo": <payload>}. A <job> written
         "<name>:workflow:<max_attempts>" is a workflow instead, of two steps:
         "double" (n * 2), then "plus" (that + 1, or a RuntimeError when the
-        input has "python_fails"); it returns {"out": <plus>}.
+        input has "python_fails"); it returns {"out": <plus>}. A <job> written
+        "<name>:caller:<max_attempts>" is a workflow that calls the workflow
+        <input.workflow> of <input.module> on {"n": <input.n>} through
+        FlowContext.call and returns {"child": <its output>}.
 
     job_peer.py trigger <nats_url> <token> <project> <module> <job> <payload_json> <key or ->
         Triggers through naas_abi_sdk's JobProxy (the reference caller) and
@@ -17,6 +20,11 @@
         "@<path>" reads the payload from that file (payloads above the
         broker limit, which the reference sends as claim checks, do not fit
         an argument).
+
+    job_peer.py run_workflow <nats_url> <token> <project> <module> <workflow> <input_json> <timeout_s>
+        Runs the workflow through naas_abi_sdk's WorkflowProxy.start and
+        WorkflowRun.result (the reference caller) and prints {"run_id": ...,
+        "output": ..., "steps": [<key>, ...]}.
 
     job_peer.py wait <nats_url> <token> <project> <module> <job> <run_id> <timeout_s>
         Waits through naas_abi_sdk's JobRun.wait (the reference caller) and
@@ -50,6 +58,11 @@ async def flow(ctx, inp):
     return {"out": await ctx.step("plus", plus)}
 
 
+async def caller(ctx, inp):
+    child = await ctx.call(inp["module"], inp["workflow"], {"n": inp["n"]})
+    return {"child": child}
+
+
 def declared(job):
     from naas_abi_sdk.jobs import JobDescriptor
     from naas_abi_sdk.workflows import WorkflowSpec, workflow_handler
@@ -59,9 +72,13 @@ def declared(job):
         return name, (JobDescriptor(name), handler)
     kind, _, attempts = rest.partition(":")
     descriptor = JobDescriptor(
-        name, kind=kind, max_attempts=int(attempts), input_schema='{"type":"object"}'
+        name,
+        kind="workflow",
+        max_attempts=int(attempts),
+        input_schema='{"type":"object"}',
     )
-    return name, (descriptor, workflow_handler(flow, WorkflowSpec()))
+    body = caller if kind == "caller" else flow
+    return name, (descriptor, workflow_handler(body, WorkflowSpec()))
 
 
 async def serve(url, token, project, module, jobs):
@@ -112,6 +129,26 @@ async def trigger(url, token, project, module, job, payload, key):
     await nc.drain()
 
 
+async def run_workflow(url, token, project, module, workflow, inp, timeout):
+    from naas_abi_sdk.jobs import JobDescriptor
+    from naas_abi_sdk.transport import Transport
+    from naas_abi_sdk.workflows import WorkflowProxy
+
+    transport = Transport(url, token)
+    proxy = WorkflowProxy(
+        transport, project, module, JobDescriptor(workflow, kind="workflow")
+    )
+    run = await proxy.start(json.loads(inp))
+    output = await run.result(timeout=float(timeout))
+    steps = [step["key"] for step in await run.steps()]
+    print(
+        json.dumps({"run_id": run.run_id, "output": output, "steps": steps}),
+        flush=True,
+    )
+    nc = await transport.connect()
+    await nc.drain()
+
+
 async def wait(url, token, project, module, job, run_id, timeout):
     from naas_abi_sdk.jobs import JobRun
     from naas_abi_sdk.transport import Transport
@@ -135,6 +172,8 @@ def main():
         asyncio.run(serve(url, token, project, module, jobs))
     elif command == "trigger":
         asyncio.run(trigger(*args))
+    elif command == "run_workflow":
+        asyncio.run(run_workflow(*args))
     elif command == "wait":
         asyncio.run(wait(*args))
     else:

@@ -95,6 +95,8 @@ pub struct RunHost {
     /// When the stream stored the run's trigger (ISO text, the record's
     /// `fired_at`): what tells this trigger's journal from an older one.
     pub fired_at: String,
+    /// The job's `max_attempts`: whether a failed attempt is the run's last.
+    pub max_attempts: u32,
 }
 
 /// What a run wrote down while it ran.

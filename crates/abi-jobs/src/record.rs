@@ -94,6 +94,20 @@ impl RunRecord {
         self.run_status().is_some_and(RunStatus::is_terminal)
     }
 
+    /// Whether the stored result is the preview a host keeps of a result
+    /// past `MAX_RESULT_BYTES` (`{"truncated": true, "preview": ...}`, those
+    /// two keys only, as the reference tells it), not the output itself.
+    pub fn result_truncated(&self) -> bool {
+        match &self.result {
+            Some(serde_json::Value::Object(result)) => {
+                result.len() == 2
+                    && result.get(field::RESULT_TRUNCATED) == Some(&serde_json::Value::Bool(true))
+                    && result.contains_key(field::RESULT_PREVIEW)
+            }
+            _ => false,
+        }
+    }
+
     /// The whole record as JSON (the stored fields, or the reference's
     /// `{"run_id", "job", "status": "QUEUED"}` placeholder).
     pub fn to_json(&self) -> serde_json::Value {
@@ -168,5 +182,34 @@ mod tests {
             queued.to_json(),
             serde_json::json!({"run_id": "ingest:5", "job": "ingest", "status": "QUEUED"})
         );
+    }
+
+    #[test]
+    fn only_the_hosts_preview_counts_as_a_truncated_result() {
+        let with = |result: serde_json::Value| RunRecord {
+            result: Some(result),
+            ..RunRecord::queued("r:1", "r")
+        };
+        let rows = [
+            (serde_json::json!({"truncated": true, "preview": "{"}), true),
+            (
+                serde_json::json!({"truncated": false, "preview": "{"}),
+                false,
+            ),
+            (serde_json::json!({"truncated": true}), false),
+            (
+                serde_json::json!({"truncated": true, "preview": "", "n": 1}),
+                false,
+            ),
+            (serde_json::json!([true]), false),
+        ];
+        for (result, truncated) in rows {
+            assert_eq!(
+                with(result.clone()).result_truncated(),
+                truncated,
+                "{result}"
+            );
+        }
+        assert!(!RunRecord::queued("r:1", "r").result_truncated());
     }
 }

@@ -148,7 +148,15 @@ pub mod field {
     pub const TRIGGER_KIND: &str = "kind";
     /// In the `trigger` object of a schedule tick: the schedule's subject.
     pub const TRIGGER_SCHEDULER: &str = "scheduler";
+    /// In a `result` past [`super::MAX_RESULT_BYTES`]: `true`.
+    pub const RESULT_TRUNCATED: &str = "truncated";
+    /// In a `result` past [`super::MAX_RESULT_BYTES`]: the JSON's first
+    /// 2000 characters.
+    pub const RESULT_PREVIEW: &str = "preview";
 }
+
+/// Characters of a result's JSON a truncated `result` keeps.
+pub const RESULT_PREVIEW_CHARS: usize = 2000;
 
 /// The error of a run whose trigger expired before any host took it (a
 /// `FAILED` record with attempt 0, written by the caller that noticed; see

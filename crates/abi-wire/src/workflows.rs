@@ -80,6 +80,54 @@ impl StepStatus {
     }
 }
 
+/// How long a parent run waits between reads of a child's record when no
+/// completion notice comes (the reference's `NOTICE_FALLBACK_POLL_SECONDS`).
+pub const NOTICE_FALLBACK_POLL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The names of the reference's workflow exceptions: a step's or a run's
+/// error reads `<name>: <message>`, from a Python host or from ours.
+pub mod error_type {
+    /// A bad or repeated step key (not retried).
+    pub const STEP_KEY: &str = "StepKeyError";
+    /// The run was cancelled while a step or a call went on.
+    pub const CANCELLED: &str = "WorkflowCancelled";
+    /// A step result's JSON above [`super::MAX_STEP_RESULT_BYTES`] (not retried).
+    pub const RESULT_TOO_LARGE: &str = "StepResultTooLarge";
+    /// A step result that is not JSON (not retried).
+    pub const RESULT_NOT_JSON: &str = "StepResultNotJSON";
+    /// A payload the workflow's input type refuses (not retried).
+    pub const INVALID_INPUT: &str = "InvalidWorkflowInput";
+    /// An output the workflow's output type refuses (not retried).
+    pub const INVALID_OUTPUT: &str = "InvalidWorkflowOutput";
+    /// A workflow calling itself (not retried).
+    pub const SELF_CALL: &str = "SelfCall";
+    /// A child run that did not succeed (the parent's attempt fails; retried).
+    pub const CHILD_RUN_FAILED: &str = "ChildRunFailed";
+    /// A child run whose output its host truncated (not retried).
+    pub const CHILD_OUTPUT_TRUNCATED: &str = "ChildOutputTruncated";
+    /// A bad argument (`concurrency` 0, too many items; not retried).
+    pub const VALUE: &str = "ValueError";
+    /// A call input that is not a JSON object (not retried).
+    pub const TYPE: &str = "TypeError";
+    /// Ours: a call's child run could not be triggered or read (retried).
+    pub const CHILD_RUN_ERROR: &str = "ChildRunError";
+    /// Ours: the journal could not be read or written (retried).
+    pub const JOURNAL: &str = "JournalError";
+}
+
+/// The step key of the `n`th call (from 1) made without a key:
+/// `call:<module>.<workflow>#<n>`.
+pub fn auto_call_key(module_id: &str, workflow: &str, n: usize) -> String {
+    format!("call:{module_id}.{workflow}#{n}")
+}
+
+/// The idempotency key of a call's child trigger, `<run_id>/<key>/<attempt>`:
+/// a host that dies between the trigger and journaling the child repeats
+/// it inside the stream's duplicate window, and gets the same child run.
+pub fn child_idempotency_key(run_id: &str, key: &str, attempt: i64) -> String {
+    format!("{run_id}/{key}/{attempt}")
+}
+
 /// The fields of a step summary and a step result document.
 pub mod field {
     /// The run the step belongs to (indexed in both collections).
@@ -204,6 +252,8 @@ mod tests {
         );
         assert_eq!(step_id("flow:3", "fetch[2]"), "flow:3#fetch[2]");
         assert_eq!(item_key("fetch", 2), "fetch[2]");
+        assert_eq!(auto_call_key("acme.b", "sum", 2), "call:acme.b.sum#2");
+        assert_eq!(child_idempotency_key("flow:3", "k", 1), "flow:3/k/1");
     }
 
     #[test]

@@ -1,13 +1,14 @@
-//! [`FlowContext::map`]: one step per item, `concurrency` at a time, in
-//! this process (the reference's `FlowContext.map`): item `i` is journaled
-//! as `key[i]`, so a retried run replays the items that succeeded and runs
-//! only the others.
+//! Fan-outs: [`FlowContext::map`], one step per item, and (in
+//! [`crate::call`]) `map_call`, one child run per input; `concurrency` at a
+//! time, in this process (the reference's `FlowContext._fan_out`). Item `i`
+//! is journaled as `key[i]`, so a retried run replays the items that
+//! succeeded and runs only the others.
 
 use std::future::Future;
 
 use abi_jobs::JobError;
 use abi_pyjson::python_str_repr;
-use abi_wire::workflows::{MAX_FAN_OUT, item_key};
+use abi_wire::workflows::{MAX_FAN_OUT, error_type, item_key};
 use futures::StreamExt as _;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -44,8 +45,45 @@ impl FlowContext {
         F: Fn(I) -> Fut,
         Fut: Future<Output = Result<T, JobError>>,
     {
-        let refuse =
-            |message: String| FlowError::Step(JobError::new("ValueError", message).permanent());
+        let f = &f;
+        self.fan_out(key, items, concurrency, |item_key, item| async move {
+            let item = std::sync::Mutex::new(Some(item));
+            self.step(&item_key, || {
+                let item = item
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                async move {
+                    match item {
+                        Some(item) => f(item).await,
+                        // A step calls its function again only to retry
+                        // it, and `step` does not retry.
+                        None => Err(JobError::retryable("the item was taken")),
+                    }
+                }
+            })
+            .await
+        })
+        .await
+    }
+
+    /// Runs `one(key[i], item)` for each item, at most `concurrency` at
+    /// once, results in the items' order; the first failure drops the
+    /// others where they are.
+    pub(crate) async fn fan_out<I, T, F, Fut>(
+        &self,
+        key: &str,
+        items: Vec<I>,
+        concurrency: usize,
+        one: F,
+    ) -> Result<Vec<T>, FlowError>
+    where
+        F: Fn(String, I) -> Fut,
+        Fut: Future<Output = Result<T, FlowError>>,
+    {
+        let refuse = |message: String| {
+            FlowError::Step(JobError::new(error_type::VALUE, message).permanent())
+        };
         if concurrency == 0 {
             return Err(refuse("concurrency must be at least 1".to_owned()));
         }
@@ -59,29 +97,13 @@ impl FlowContext {
             )));
         }
         let count = items.len();
-        let f = &f;
-        let mut going = futures::stream::iter(items.into_iter().enumerate().map(|(i, item)| {
-            let item = std::sync::Mutex::new(Some(item));
-            async move {
-                let one = self
-                    .step(&item_key(key, i), || {
-                        let item = item
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .take();
-                        async move {
-                            match item {
-                                Some(item) => f(item).await,
-                                // A step calls its function again only to
-                                // retry it, and `step` does not retry.
-                                None => Err(JobError::retryable("the item was taken")),
-                            }
-                        }
-                    })
-                    .await;
-                (i, one)
-            }
-        }))
+        let one = &one;
+        let mut going = futures::stream::iter(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| async move { (i, one(item_key(key, i), item).await) }),
+        )
         .buffer_unordered(concurrency);
         let mut results: Vec<Option<T>> = (0..count).map(|_| None).collect();
         while let Some((i, one)) = going.next().await {

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::future::Future;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,12 +13,13 @@ use abi_jobs::time::now_iso;
 use abi_jobs::{JobContext, JobError};
 use abi_pyjson::python_str_repr;
 use abi_sdk_core::CallError;
-use abi_wire::workflows::{StepKind, StepStatus, check_step_key};
+use abi_wire::workflows::{StepKind, StepStatus, check_step_key, error_type};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tracing::warn;
 
+use crate::children::Children;
 use crate::journal::{self, Finish};
 use crate::result::encode_result;
 use crate::store::StepStore;
@@ -46,10 +48,10 @@ impl Default for StepOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum FlowError {
     /// A bad or repeated step key (`StepKeyError`, not retried).
-    #[error("StepKeyError: {0}")]
+    #[error("{}: {}", error_type::STEP_KEY, .0)]
     Key(String),
     /// The run was cancelled (`WorkflowCancelled`).
-    #[error("WorkflowCancelled: Run {0} was cancelled")]
+    #[error("{}: Run {} was cancelled", error_type::CANCELLED, .0)]
     Cancelled(String),
     /// The result cannot be journaled (`StepResultTooLarge`,
     /// `StepResultNotJSON`; not retried).
@@ -61,8 +63,23 @@ pub enum FlowError {
         message: String,
     },
     /// The journal could not be read or written (the run is retried).
-    #[error("journal: {0}")]
+    #[error("{}: {}", error_type::JOURNAL, .0)]
     Journal(#[from] CallError),
+    /// A workflow called itself (`SelfCall`, not retried).
+    #[error("{}: {}", error_type::SELF_CALL, .0)]
+    SelfCall(String),
+    /// A call's child run ended without succeeding (`ChildRunFailed`: the
+    /// parent's attempt fails, and a retry calls again).
+    #[error("{}: {}", error_type::CHILD_RUN_FAILED, .0)]
+    ChildFailed(String),
+    /// A call's child run succeeded with an output its host truncated
+    /// (`ChildOutputTruncated`, not retried).
+    #[error("{}: {}", error_type::CHILD_OUTPUT_TRUNCATED, .0)]
+    ChildTruncated(String),
+    /// A call's child run could not be triggered or its record read (the
+    /// run is retried, and its next attempt finds the same child).
+    #[error("{}: {}", error_type::CHILD_RUN_ERROR, .0)]
+    Child(String),
     /// The step's own failure, after its local retries.
     #[error("{0}")]
     Step(JobError),
@@ -72,14 +89,22 @@ impl From<FlowError> for JobError {
     fn from(err: FlowError) -> Self {
         match err {
             FlowError::Step(err) => err,
-            FlowError::Key(message) => JobError::new("StepKeyError", message).permanent(),
+            FlowError::Key(message) => JobError::new(error_type::STEP_KEY, message).permanent(),
             FlowError::Cancelled(run_id) => {
-                JobError::new("WorkflowCancelled", format!("Run {run_id} was cancelled"))
+                JobError::new(error_type::CANCELLED, format!("Run {run_id} was cancelled"))
             }
             FlowError::Result { type_name, message } => {
                 JobError::new(type_name, message).permanent()
             }
-            FlowError::Journal(err) => JobError::new("JournalError", err.to_string()),
+            FlowError::Journal(err) => JobError::new(error_type::JOURNAL, err.to_string()),
+            FlowError::SelfCall(message) => {
+                JobError::new(error_type::SELF_CALL, message).permanent()
+            }
+            FlowError::ChildFailed(message) => JobError::new(error_type::CHILD_RUN_FAILED, message),
+            FlowError::ChildTruncated(message) => {
+                JobError::new(error_type::CHILD_OUTPUT_TRUNCATED, message).permanent()
+            }
+            FlowError::Child(message) => JobError::new(error_type::CHILD_RUN_ERROR, message),
         }
     }
 }
@@ -87,9 +112,13 @@ impl From<FlowError> for JobError {
 /// A workflow run's context: what its handler gets.
 #[derive(Debug, Clone)]
 pub struct FlowContext {
-    job: JobContext,
-    store: StepStore,
+    pub(crate) job: JobContext,
+    pub(crate) store: StepStore,
     used: Arc<Mutex<HashSet<String>>>,
+    /// Calls made without a key so far (their keys count them).
+    pub(crate) auto_calls: Arc<AtomicUsize>,
+    /// The child runs this attempt waits for, by step key.
+    pub(crate) children: Children,
 }
 
 impl FlowContext {
@@ -99,6 +128,8 @@ impl FlowContext {
             job,
             store,
             used: Arc::default(),
+            auto_calls: Arc::default(),
+            children: Children::default(),
         }
     }
 
@@ -129,7 +160,7 @@ impl FlowContext {
         Ok(())
     }
 
-    fn check_cancelled(&self) -> Result<(), FlowError> {
+    pub(crate) fn check_cancelled(&self) -> Result<(), FlowError> {
         if self.job.cancelled().is_cancelled() {
             return Err(FlowError::Cancelled(self.run_id().to_owned()));
         }
@@ -190,9 +221,7 @@ impl FlowContext {
         self.claim(key)?;
         self.check_cancelled()?;
         let summary = self.store.read(key).await?;
-        if journal::status(&summary) == Some(StepStatus::Succeeded)
-            && let Some(stored) = self.store.result(key).await?
-        {
+        if let Some(stored) = self.replayed(key, &summary).await? {
             return decode(key, &stored);
         }
         self.store
@@ -227,34 +256,75 @@ impl FlowContext {
                     continue;
                 }
             };
-            let encoded = match to_json(key, &value).and_then(|json| {
-                encode_result(key, &json).map_err(|err| FlowError::Result {
-                    type_name: "StepResultTooLarge",
-                    message: err.to_string(),
-                })
-            }) {
-                Ok(encoded) => encoded,
+            let json = match to_json(key, &value) {
+                Ok(json) => json,
                 Err(err) => {
                     self.fail(key, &err.to_string(), started).await?;
                     return Err(err);
                 }
             };
-            let end = Finish {
-                status: StepStatus::Succeeded,
-                result_json: Some(&encoded),
-                error: "",
-                duration_ms: elapsed_ms(started),
-            };
-            self.store.finish(key, &end, &now_iso()).await?;
-            return decode(key, &encoded);
+            return self.succeed(key, &json, started).await;
         }
         let err = failure.unwrap_or_else(|| JobError::retryable("the step did not run"));
         self.fail(key, &err.to_string(), started).await?;
         Err(FlowError::Step(err))
     }
 
+    /// The stored result of a step that finished in an earlier attempt of
+    /// this trigger, given its summary: SUCCEEDED with its result, or (better
+    /// than the reference, which runs the step again) RUNNING with its result
+    /// stored, where a host died between the result and the summary; that
+    /// summary is completed here (SUCCEEDED, duration unknown: 0).
+    pub(crate) async fn replayed(
+        &self,
+        key: &str,
+        summary: &abi_document_model::Data,
+    ) -> Result<Option<String>, FlowError> {
+        let status = journal::status(summary);
+        if !matches!(status, Some(StepStatus::Succeeded | StepStatus::Running)) {
+            return Ok(None);
+        }
+        let Some(stored) = self.store.result(key).await? else {
+            return Ok(None);
+        };
+        if status == Some(StepStatus::Running) {
+            self.store.complete(key, &stored, &now_iso()).await?;
+        }
+        Ok(Some(stored))
+    }
+
+    /// Journals `value` as the result of `key` (result, then summary) and
+    /// returns it read back from its JSON, as a replay would; a result above
+    /// the limit fails the step instead (`StepResultTooLarge`).
+    pub(crate) async fn succeed<T: DeserializeOwned>(
+        &self,
+        key: &str,
+        value: &serde_json::Value,
+        started: Instant,
+    ) -> Result<T, FlowError> {
+        let encoded = match encode_result(key, value) {
+            Ok(encoded) => encoded,
+            Err(err) => {
+                let err = FlowError::Result {
+                    type_name: error_type::RESULT_TOO_LARGE,
+                    message: err.to_string(),
+                };
+                self.fail(key, &err.to_string(), started).await?;
+                return Err(err);
+            }
+        };
+        let end = Finish {
+            status: StepStatus::Succeeded,
+            result_json: Some(&encoded),
+            error: "",
+            duration_ms: elapsed_ms(started),
+        };
+        self.store.finish(key, &end, &now_iso()).await?;
+        decode(key, &encoded)
+    }
+
     /// `work`'s output, `None` when the run is cancelled first.
-    async fn cancelled_during<O>(&self, work: impl Future<Output = O>) -> Option<O> {
+    pub(crate) async fn cancelled_during<O>(&self, work: impl Future<Output = O>) -> Option<O> {
         tokio::select! {
             biased;
             () = self.job.cancelled().cancelled() => None,
@@ -275,7 +345,12 @@ impl FlowContext {
         FlowError::Cancelled(self.run_id().to_owned())
     }
 
-    async fn fail(&self, key: &str, error: &str, started: Instant) -> Result<(), FlowError> {
+    pub(crate) async fn fail(
+        &self,
+        key: &str,
+        error: &str,
+        started: Instant,
+    ) -> Result<(), FlowError> {
         let end = Finish {
             status: StepStatus::Failed,
             result_json: None,
@@ -287,13 +362,13 @@ impl FlowContext {
     }
 }
 
-fn elapsed_ms(started: Instant) -> i64 {
+pub(crate) fn elapsed_ms(started: Instant) -> i64 {
     i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX)
 }
 
 fn to_json<T: Serialize>(key: &str, value: &T) -> Result<serde_json::Value, FlowError> {
     serde_json::to_value(value).map_err(|err| FlowError::Result {
-        type_name: "StepResultNotJSON",
+        type_name: error_type::RESULT_NOT_JSON,
         message: format!(
             "Step {} returned a value that is not JSON: {err}",
             python_str_repr(key)
@@ -301,9 +376,9 @@ fn to_json<T: Serialize>(key: &str, value: &T) -> Result<serde_json::Value, Flow
     })
 }
 
-fn decode<T: DeserializeOwned>(key: &str, stored: &str) -> Result<T, FlowError> {
+pub(crate) fn decode<T: DeserializeOwned>(key: &str, stored: &str) -> Result<T, FlowError> {
     serde_json::from_str(stored).map_err(|err| FlowError::Result {
-        type_name: "StepResultNotJSON",
+        type_name: error_type::RESULT_NOT_JSON,
         message: format!(
             "Step {}'s stored result does not decode as the step's type: {err}",
             python_str_repr(key)

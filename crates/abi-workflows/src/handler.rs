@@ -3,18 +3,24 @@
 //! reference's `workflow_handler`): the payload is decoded into the input
 //! before the function runs (an input that does not decode fails the run at
 //! once, `InvalidWorkflowInput`, not retried), and the output becomes the
-//! run's result.
+//! run's result. Once the function ends, or its task is aborted (a timeout),
+//! the attempt's end decides what becomes of the child runs it still waited
+//! for ([`crate::children`]).
 
 use std::future::Future;
 use std::sync::Arc;
 
-use abi_jobs::{JobContext, JobError, JobHandler, JobResult};
+use abi_jobs::{JobContext, JobError, JobErrorKind, JobHandler, JobResult};
+use abi_wire::workflows::{StepStatus, error_type};
 use futures::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::OnceCell;
+use tracing::warn;
 
+use crate::children::AttemptEnd;
 use crate::flow::FlowContext;
+use crate::journal::Finish;
 use crate::store::StepStore;
 
 /// The longest input or output error kept, in characters (the reference's).
@@ -59,7 +65,7 @@ where
             };
             let input: I = serde_json::from_value(cx.payload().clone()).map_err(|err| {
                 JobError::new(
-                    "InvalidWorkflowInput",
+                    error_type::INVALID_INPUT,
                     truncated(format!("Invalid input: {err}")),
                 )
                 .permanent()
@@ -68,16 +74,97 @@ where
             ensured
                 .get_or_try_init(|| store.ensure())
                 .await
-                .map_err(|err| JobError::new("JournalError", err.to_string()))?;
-            let output = f(FlowContext::new(cx, store), input).await?;
-            serde_json::to_value(output).map_err(|err| {
+                .map_err(|err| JobError::new(error_type::JOURNAL, err.to_string()))?;
+            let flow = FlowContext::new(cx.clone(), store);
+            let mut guard = EndGuard(Some(flow.clone()));
+            let output = f(flow.clone(), input).await;
+            guard.0 = None;
+            let failed = output.as_ref().err();
+            let last = failed.is_some_and(|err| {
+                err.kind() == JobErrorKind::NonRetryable || cx.attempt() >= host.max_attempts
+            });
+            flow.end_attempt(AttemptEnd::of(cx.stop_reason(), failed.is_some(), last))
+                .await;
+            serde_json::to_value(output?).map_err(|err| {
                 JobError::new(
-                    "InvalidWorkflowOutput",
+                    error_type::INVALID_OUTPUT,
                     truncated(format!("Invalid output: {err}")),
                 )
                 .permanent()
             })
         })
+    }
+}
+
+/// Decides the children's fate when the handler's task is aborted before
+/// it could (a timeout, a hand-back past its grace, a takeover): the
+/// cancels run on a task of their own.
+struct EndGuard(Option<FlowContext>);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        let Some(flow) = self.0.take() else {
+            return;
+        };
+        if flow.has_no_children() {
+            return;
+        }
+        let cx = flow.job();
+        let last = cx
+            .host()
+            .is_some_and(|host| cx.attempt() >= host.max_attempts);
+        // Aborted with no reason given: another attempt took the run over,
+        // and the children are its.
+        let end = match cx.stop_reason() {
+            None => AttemptEnd::Abandoned,
+            reason => AttemptEnd::of(reason, true, last),
+        };
+        if end.stops_children().is_none() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { flow.end_attempt(end).await });
+        }
+    }
+}
+
+impl FlowContext {
+    /// What the end `end` of this attempt does to the children it still
+    /// waits for: cancels them and journals their calls CANCELLED, or
+    /// leaves them. Failures are logged: a child left running ends on its
+    /// own.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped, some children may be left running.
+    pub(crate) async fn end_attempt(&self, end: AttemptEnd) {
+        let Some(error) = end.stops_children() else {
+            return;
+        };
+        for (key, run) in self.children.take() {
+            if let Err(err) = run.cancel().await {
+                warn!(run_id = %self.run_id(), child = %run.run_id(), error = %err, "child run not cancelled");
+                continue;
+            }
+            let end = Finish {
+                status: StepStatus::Cancelled,
+                result_json: None,
+                error: &error,
+                duration_ms: 0,
+            };
+            if let Err(err) = self
+                .store
+                .finish(&key, &end, &abi_jobs::time::now_iso())
+                .await
+            {
+                warn!(run_id = %self.run_id(), key, error = %err, "cancelled call not journaled");
+            }
+        }
+    }
+
+    /// Whether this attempt waits for no child.
+    pub(crate) fn has_no_children(&self) -> bool {
+        self.children.is_empty()
     }
 }
 

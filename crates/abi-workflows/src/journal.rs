@@ -84,7 +84,7 @@ fn text<'d>(data: &'d Data, key: &str) -> &'d str {
 
 /// The reference's `int(summary.get("attempt") or 0)` for the numbers a
 /// journal holds.
-fn attempt(data: &Data) -> i64 {
+pub fn attempt(data: &Data) -> i64 {
     match data.get(field::ATTEMPT) {
         Some(Value::Int(n)) => *n,
         // Python's int() truncates toward zero.

@@ -14,11 +14,18 @@
 //! - [`flow`]: [`FlowContext::step`], a step run once per run, with local
 //!   retries, cancellation and replay, and [`FlowContext::map`], a step per
 //!   item (`key[i]`), `concurrency` at a time, order kept;
+//! - [`call`]: [`FlowContext::call`] and [`FlowContext::map_call`], another
+//!   module's workflow as a child run journaled before the wait;
+//! - [`children`]: what an attempt's end does to the children it waits for;
 //! - [`handler`]: [`workflow_fn`], a workflow function as its job's handler
-//!   (declare the job with `JobSpec::as_workflow`).
+//!   (declare the job with `JobSpec::as_workflow`);
+//! - [`client`]: [`WorkflowClient`] and [`WorkflowRun`], the caller side.
 //!
 //! Step keys, collections and ids are in `abi_wire::workflows`.
 
+pub mod call;
+pub mod children;
+pub mod client;
 mod fan_out;
 pub mod flow;
 pub mod handler;
@@ -26,8 +33,11 @@ pub mod journal;
 pub mod result;
 pub mod store;
 
+pub use call::encode_input;
+pub use children::AttemptEnd;
+pub use client::{WorkflowCallError, WorkflowClient, WorkflowRun};
 pub use flow::{FlowContext, FlowError, StepOptions};
 pub use handler::workflow_fn;
 pub use journal::{Child, Finish, Journal};
 pub use result::{StepResultError, encode_result};
-pub use store::StepStore;
+pub use store::{StepStore, read_steps};

@@ -2,11 +2,54 @@
 //! summaries and results in the module's documents, each document built by
 //! [`crate::journal`]. A result is put before the summary that points at it.
 
-use abi_document_model::{CollectionSpec, Data, FieldSpec};
+use abi_document_model::validate::MAX_PAGE_SIZE;
+use abi_document_model::{CollectionSpec, Data, FieldSpec, FindQuery, Predicate};
 use abi_sdk_core::{CallError, CallErrorKind, DocumentClient};
 use abi_wire::workflows::{self as wire, StepKind, field};
 
-use crate::journal::{Child, Finish, Journal};
+use crate::journal::{Child, Finish, Journal, timeline};
+
+/// Every step summary run `run_id` journaled in `documents`' namespace (the
+/// module that hosts the run), in the order they started (the reference's
+/// `read_steps`); none when the project never journaled a step. Whole
+/// documents: [`crate::journal::summary_view`] keeps what callers see.
+///
+/// # Errors
+///
+/// The document service's refusal or a transport failure.
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+pub async fn read_steps(
+    documents: &DocumentClient,
+    project: &str,
+    run_id: &str,
+) -> Result<Vec<Data>, CallError> {
+    let collection = wire::steps_collection(project);
+    let mut found = Vec::new();
+    let mut cursor = None;
+    loop {
+        let query = FindQuery {
+            where_: vec![Predicate::new(field::RUN_ID, "eq", run_id)],
+            limit: MAX_PAGE_SIZE,
+            cursor: cursor.take(),
+            ..FindQuery::default()
+        };
+        let page = match documents.find(&collection, query).await {
+            Ok(page) => page,
+            Err(err) if err.kind() == CallErrorKind::CollectionNotFound => break,
+            Err(err) => return Err(err),
+        };
+        let empty = page.items.is_empty();
+        found.extend(page.items.into_iter().map(|doc| doc.data));
+        cursor = page.cursor;
+        if empty || cursor.is_none() {
+            break;
+        }
+    }
+    Ok(timeline(found))
+}
 
 /// The journal of one trigger of one run, over the host module's documents.
 #[derive(Debug, Clone)]
@@ -167,6 +210,33 @@ impl StepStore {
     /// Not cancel safe, as [`StepStore::start`].
     pub async fn set_child(&self, key: &str, child: &Child) -> Result<Data, CallError> {
         self.update(key, |j, prior| j.with_child(prior, child))
+            .await
+    }
+
+    /// Writes the SUCCEEDED summary of `key` whose result `stored_json` is
+    /// already stored (a host died between the two writes), without putting
+    /// the result again; the duration is unknown (0).
+    ///
+    /// # Errors
+    ///
+    /// As [`StepStore::start`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe, as [`StepStore::start`]; repeating it is harmless.
+    pub async fn complete(
+        &self,
+        key: &str,
+        stored_json: &str,
+        now: &str,
+    ) -> Result<Data, CallError> {
+        let end = Finish {
+            status: abi_wire::workflows::StepStatus::Succeeded,
+            result_json: Some(stored_json),
+            error: "",
+            duration_ms: 0,
+        };
+        self.update(key, |j, prior| j.finish(prior, key, &end, now))
             .await
     }
 

@@ -14,7 +14,7 @@
 
 use std::process::ExitCode;
 
-use abi_examples::consumer::{Consumer, spec};
+use abi_examples::consumer::{Consumer, spec, with_jobs};
 use abi_sdk::run_module;
 
 #[tokio::main]
@@ -25,7 +25,7 @@ async fn main() -> ExitCode {
         eprintln!("{error}");
         return ExitCode::from(2);
     }
-    match run_module(spec(), Consumer).await {
+    match run_module(with_jobs(spec()), Consumer).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::FAILURE,
     }

@@ -40,6 +40,7 @@ fn the_reference_reads_every_demo_module() {
         provider::spec("1.0.0"),
         provider::with_jobs(provider::spec("1.0.0")),
         consumer::spec(),
+        consumer::with_jobs(consumer::spec()),
     ];
     for spec in &specs {
         spec.check_declarations().unwrap();
@@ -52,7 +53,8 @@ fn the_reference_reads_every_demo_module() {
     );
     let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(read[0]["jobs"], serde_json::json!(["nightly-report"]));
-    assert_eq!(read[1]["jobs"].as_array().unwrap().len(), 4, "{read}");
+    assert_eq!(read[1]["jobs"].as_array().unwrap().len(), 5, "{read}");
+    assert_eq!(read[3]["jobs"], serde_json::json!(["shout"]), "{read}");
 }
 
 #[test]

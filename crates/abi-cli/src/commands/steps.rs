@@ -2,10 +2,10 @@
 //! (`workflow_steps_<h16>` in the module's namespace), Python and Rust hosts'
 //! alike: key, kind, status, attempt, duration, child run, error.
 
-use abi_sdk::CallErrorKind;
-use abi_sdk::documents::{Data, Document, FindQuery, Predicate, Value};
+use abi_sdk::documents::{Data, Value};
 use abi_sdk::jobs::record::data_json;
-use abi_sdk::workflows::journal::{summary_view, timeline};
+use abi_sdk::workflows::journal::summary_view;
+use abi_sdk::workflows::read_steps;
 use abi_wire::{jobs, workflows};
 use serde_json::json;
 
@@ -13,9 +13,6 @@ use super::Ctx;
 use crate::connect;
 use crate::error::Failure;
 use crate::output::{Table, or_dash, print_json};
-
-/// The largest page the document service serves.
-const PAGE: i64 = 1000;
 
 fn text(data: &Data, key: &str) -> String {
     match data.get(key) {
@@ -47,30 +44,7 @@ pub async fn run(cx: Ctx<'_>, module: &str, run_id: &str) -> anyhow::Result<()> 
     let docs = client
         .documents(module)
         .ok_or_else(|| Failure::usage("a journal needs a NATS connection"))?;
-    let collection = workflows::steps_collection(cx.global.project.as_str());
-    let mut found: Vec<Document> = Vec::new();
-    let mut cursor = None;
-    loop {
-        let query = FindQuery {
-            where_: vec![Predicate::new(workflows::field::RUN_ID, "eq", run_id)],
-            limit: PAGE,
-            cursor: cursor.take(),
-            ..FindQuery::default()
-        };
-        let page = match docs.find(&collection, query).await {
-            Ok(page) => page,
-            // No workflow of the project ever journaled a step.
-            Err(e) if e.kind() == CallErrorKind::CollectionNotFound => break,
-            Err(e) => return Err(e.into()),
-        };
-        let empty = page.items.is_empty();
-        found.extend(page.items);
-        cursor = page.cursor;
-        if empty || cursor.is_none() {
-            break;
-        }
-    }
-    let steps = timeline(found.into_iter().map(|doc| doc.data).collect());
+    let steps = read_steps(&docs, cx.global.project.as_str(), run_id).await?;
     if cx.global.json {
         let out: Vec<_> = steps.iter().map(|s| data_json(&summary_view(s))).collect();
         print_json(&json!(out));

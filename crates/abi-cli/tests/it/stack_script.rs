@@ -164,6 +164,7 @@ async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
         "ok: demo-provider tick ran on its schedule",
         "ok: demo-provider echo triggered and SUCCEEDED",
         "cancelled while running",
+        "SUCCEEDED: 4 words: HELLO FROM THE STACK; its step timeline:",
         "ok: demo-consumer got answers from the echo agent and the echo-chat model",
         "ok: demo-provider echo agent streamed its events",
         "ok: demo-provider echo-chat answered: hello from abictl",
@@ -180,6 +181,16 @@ async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
         "==> stack: stopped cleanly",
     ] {
         assert!(stdout.contains(step), "missing `{step}` in {report}");
+    }
+    // The digest's timeline: its two steps and its call of the consumer.
+    let timeline = &stdout[at("its step timeline:")..];
+    for key in ["count", "shout", "summarize"] {
+        assert!(
+            timeline
+                .lines()
+                .any(|l| l.trim_start().starts_with(key) && l.contains("SUCCEEDED")),
+            "no SUCCEEDED step {key} in {report}"
+        );
     }
     // The live events show the transitions themselves.
     let events: Vec<&str> = stdout.lines().filter(|l| l.starts_with("    | ")).collect();

@@ -140,6 +140,27 @@ impl JobClient {
         )
     }
 
+    /// The job `job` of `module_id` in `project`, over `nats`, reading run
+    /// records and signing cancels with `documents`' token (a workflow's
+    /// host calling another module's workflow with its own identity).
+    pub fn with_documents(
+        nats: async_nats::Client,
+        documents: &DocumentClient,
+        project: impl Into<String>,
+        module_id: impl Into<String>,
+        job: impl Into<String>,
+    ) -> Self {
+        let module_id = module_id.into();
+        Self::build(
+            nats,
+            documents.for_namespace(module_id.clone()),
+            documents.token_source(),
+            project.into(),
+            module_id,
+            job.into(),
+        )
+    }
+
     /// The job `job` of `module_id` in `client`'s project, over its NATS
     /// connection and token, once discovery shows a registered instance of
     /// the module (in any status: a trigger may wait for its hosts) that
@@ -334,6 +355,17 @@ impl JobClient {
     /// The module serving the job.
     pub fn module_id(&self) -> &str {
         &self.inner.module_id
+    }
+
+    /// The project.
+    pub fn project(&self) -> &str {
+        &self.inner.project
+    }
+
+    /// The documents of the job's module (its namespace, the caller's
+    /// token), where its run records are.
+    pub fn documents(&self) -> &DocumentClient {
+        &self.inner.documents
     }
 
     /// The job's subjects (trigger, cancel, completion notices).

@@ -346,6 +346,7 @@ async fn run_attempt(
             project: shared.links.project.clone(),
             module_id: shared.links.module_id.clone(),
             fired_at: fired.to_owned(),
+            max_attempts: job.spec.attempts(),
         },
     );
     let outcome = supervise(shared, job, msg, &cx, &claim.control, run_id, &mut fence).await;
@@ -408,10 +409,10 @@ async fn run_attempt(
 fn result_value(value: &serde_json::Value) -> Value {
     let encoded = abi_pyjson::dumps_default(&abi_sdk_core::documents::json::to_py(value));
     if encoded.len() > wire::MAX_RESULT_BYTES {
-        let preview: String = encoded.chars().take(2000).collect();
+        let preview: String = encoded.chars().take(wire::RESULT_PREVIEW_CHARS).collect();
         let mut data = Data::new();
-        data.insert("truncated".into(), Value::Bool(true));
-        data.insert("preview".into(), Value::String(preview));
+        data.insert(field::RESULT_TRUNCATED.into(), Value::Bool(true));
+        data.insert(field::RESULT_PREVIEW.into(), Value::String(preview));
         return Value::Object(data);
     }
     to_doc(value)

@@ -115,6 +115,13 @@ impl DocumentClient {
         }
     }
 
+    /// The token source this client signs with, shared (not copied): a
+    /// client built from it (a job client of another module's run records)
+    /// signs as this one does.
+    pub fn token_source(&self) -> Arc<TokenSource> {
+        self.transport.token()
+    }
+
     /// The namespace this client is bound to.
     pub fn namespace(&self) -> &str {
         &self.namespace

@@ -45,5 +45,7 @@ mod models_spread;
 mod rollout;
 mod runner_order;
 mod shutdown_budget;
+mod workflows_calls;
+mod workflows_crash;
 mod workflows_steps;
 mod wrong_key;
