@@ -11,7 +11,7 @@ use abi_sdk::agents::{
 use abi_sdk::documents::{CollectionSpec, Data, DocumentClient, FieldSpec, Value};
 use abi_sdk::jobs::{JobContext, JobError, JobHost, JobResult, JobSpec, Trigger};
 use abi_sdk::models::{ChatInput, ChatMessage, ChatModelSpec, ModelHost};
-use abi_sdk::workflows::{FlowContext, workflow_fn};
+use abi_sdk::workflows::{FlowContext, TypedWorkflow as _, workflow_fn};
 use abi_sdk::{Context, HookResult, Module, ModuleSpec};
 use tracing::{info, warn};
 
@@ -123,17 +123,24 @@ pub const DIGEST_WORKFLOW: &str = "digest";
 pub const SHOUT: (&str, &str) = ("demo-consumer", "shout");
 
 /// The digest's input: some words.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 pub struct DigestInput {
     /// The words to digest.
     pub words: Vec<String>,
+}
+
+/// The digest's output.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct DigestOutput {
+    /// `<count> words: <the words in capitals>`.
+    pub summary: String,
 }
 
 /// The digest workflow: `count` the words (a step), have the consumer
 /// `shout` them (a call: a job run of another module, journaled before the
 /// wait), then `summarize` (a step). A retried or resumed run replays the
 /// steps that finished instead of running them again.
-async fn digest(cx: FlowContext, input: DigestInput) -> Result<serde_json::Value, JobError> {
+async fn digest(cx: FlowContext, input: DigestInput) -> Result<DigestOutput, JobError> {
     let words = input.words;
     let count: usize = cx
         .step("count", || {
@@ -156,7 +163,7 @@ async fn digest(cx: FlowContext, input: DigestInput) -> Result<serde_json::Value
             async move { Ok(format!("{count} words: {loud}")) }
         })
         .await?;
-    Ok(serde_json::json!({"summary": summary}))
+    Ok(DigestOutput { summary })
 }
 
 /// The spec with the jobs the provider serves over NATS (the demo stack runs
@@ -185,10 +192,8 @@ pub fn with_jobs(spec: ModuleSpec) -> ModuleSpec {
         .and_then(|j| j.timeout(Duration::from_secs(60)))
         .expect("a valid job declaration");
     let digest_spec = JobSpec::new(DIGEST_WORKFLOW)
-        .map(|j| {
-            j.description("Counts words, has the consumer shout them, sums it up")
-                .as_workflow()
-        })
+        .map(|j| j.description("Counts words, has the consumer shout them, sums it up"))
+        .and_then(|j| j.typed::<DigestInput, DigestOutput>())
         .and_then(|j| j.max_attempts(3))
         .expect("a valid workflow declaration");
     let jobs = JobHost::new()

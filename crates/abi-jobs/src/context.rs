@@ -95,8 +95,9 @@ pub struct RunHost {
     /// When the stream stored the run's trigger (ISO text, the record's
     /// `fired_at`): what tells this trigger's journal from an older one.
     pub fired_at: String,
-    /// The job's `max_attempts`: whether a failed attempt is the run's last.
-    pub max_attempts: u32,
+    /// The job as its host serves it: `max_attempts` (whether a failed
+    /// attempt is the run's last), its schemas.
+    pub spec: std::sync::Arc<crate::JobSpec>,
 }
 
 /// What a run wrote down while it ran.
@@ -219,7 +220,8 @@ impl JobContext {
         self.lock().logs.clone()
     }
 
-    pub(crate) fn skipped(&self) -> Option<String> {
+    /// The reason the handler gave [`JobContext::skip`], once it did.
+    pub fn skipped(&self) -> Option<String> {
         self.lock().skipped.clone()
     }
 

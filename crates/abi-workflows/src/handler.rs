@@ -8,7 +8,7 @@
 //! for ([`crate::children`]).
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use abi_jobs::{JobContext, JobError, JobErrorKind, JobHandler, JobResult};
 use abi_wire::workflows::{StepStatus, error_type};
@@ -21,6 +21,7 @@ use tracing::warn;
 use crate::children::AttemptEnd;
 use crate::flow::FlowContext;
 use crate::journal::Finish;
+use crate::schema::SchemaChecks;
 use crate::store::StepStore;
 
 /// The longest input or output error kept, in characters (the reference's).
@@ -37,6 +38,7 @@ where
     Workflow {
         f: Arc::new(f),
         ensured: Arc::new(OnceCell::new()),
+        checks: Arc::new(OnceLock::new()),
         types: std::marker::PhantomData,
     }
 }
@@ -45,6 +47,8 @@ struct Workflow<I, O, F> {
     f: Arc<F>,
     /// Set once the journal's collections exist (checked once per host).
     ensured: Arc<OnceCell<()>>,
+    /// The declared schemas, compiled on the first run.
+    checks: Arc<OnceLock<SchemaChecks>>,
     types: std::marker::PhantomData<fn(I) -> O>,
 }
 
@@ -56,13 +60,21 @@ where
     Fut: Future<Output = Result<O, JobError>> + Send + 'static,
 {
     fn call(&self, cx: JobContext) -> BoxFuture<'static, JobResult> {
-        let (f, ensured) = (self.f.clone(), self.ensured.clone());
+        let (f, ensured, checks) = (self.f.clone(), self.ensured.clone(), self.checks.clone());
         Box::pin(async move {
             let Some(host) = cx.host().cloned() else {
                 return Err(JobError::non_retryable(
                     "A FlowContext needs the runtime of its host",
                 ));
             };
+            let checks = checks.get_or_init(|| SchemaChecks::of(&host.spec));
+            checks.input(cx.payload()).map_err(|refusal| {
+                JobError::new(
+                    error_type::INVALID_INPUT,
+                    truncated(format!("Invalid input: {refusal}")),
+                )
+                .permanent()
+            })?;
             let input: I = serde_json::from_value(cx.payload().clone()).map_err(|err| {
                 JobError::new(
                     error_type::INVALID_INPUT,
@@ -81,17 +93,23 @@ where
             guard.0 = None;
             let failed = output.as_ref().err();
             let last = failed.is_some_and(|err| {
-                err.kind() == JobErrorKind::NonRetryable || cx.attempt() >= host.max_attempts
+                err.kind() == JobErrorKind::NonRetryable || cx.attempt() >= host.spec.attempts()
             });
             flow.end_attempt(AttemptEnd::of(cx.stop_reason(), failed.is_some(), last))
                 .await;
-            serde_json::to_value(output?).map_err(|err| {
+            let invalid = |why: String| {
                 JobError::new(
                     error_type::INVALID_OUTPUT,
-                    truncated(format!("Invalid output: {err}")),
+                    truncated(format!("Invalid output: {why}")),
                 )
                 .permanent()
-            })
+            };
+            let output = serde_json::to_value(output?).map_err(|err| invalid(err.to_string()))?;
+            // A skipped run has no output to check (the reference's `None`).
+            if cx.skipped().is_none() {
+                checks.output(&output).map_err(invalid)?;
+            }
+            Ok(output)
         })
     }
 }
@@ -112,7 +130,7 @@ impl Drop for EndGuard {
         let cx = flow.job();
         let last = cx
             .host()
-            .is_some_and(|host| cx.attempt() >= host.max_attempts);
+            .is_some_and(|host| cx.attempt() >= host.spec.attempts());
         // Aborted with no reason given: another attempt took the run over,
         // and the children are its.
         let end = match cx.stop_reason() {

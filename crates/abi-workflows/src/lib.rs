@@ -19,6 +19,8 @@
 //! - [`children`]: what an attempt's end does to the children it waits for;
 //! - [`handler`]: [`workflow_fn`], a workflow function as its job's handler
 //!   (declare the job with `JobSpec::as_workflow`);
+//! - [`schema`]: input and output checked against the declared JSON Schemas,
+//!   [`TypedWorkflow::typed`] deriving them from the Rust types;
 //! - [`client`]: [`WorkflowClient`] and [`WorkflowRun`], the caller side.
 //!
 //! Step keys, collections and ids are in `abi_wire::workflows`.
@@ -31,6 +33,7 @@ pub mod flow;
 pub mod handler;
 pub mod journal;
 pub mod result;
+pub mod schema;
 pub mod store;
 
 pub use call::encode_input;
@@ -40,4 +43,5 @@ pub use flow::{FlowContext, FlowError, StepOptions};
 pub use handler::workflow_fn;
 pub use journal::{Child, Finish, Journal};
 pub use result::{StepResultError, encode_result};
+pub use schema::TypedWorkflow;
 pub use store::{StepStore, read_steps};

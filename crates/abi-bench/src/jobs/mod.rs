@@ -68,6 +68,12 @@ pub struct Args {
     /// two with one continuous pull instead of a fetch per free slot.
     #[arg(long)]
     pub record_call_floors: bool,
+    /// Serve every job of ours and the reference's as a workflow of this many
+    /// journaled no-op steps (`FlowContext::step` / the reference's
+    /// `FlowContext.step`); 0 (the default) serves plain jobs. The raw floor
+    /// stays a plain job: it journals nothing.
+    #[arg(long, default_value_t = 0)]
+    pub workflow_steps: u32,
     /// Leave the Python reference out (its column reads "skipped").
     #[arg(long)]
     pub skip_reference: bool,
@@ -77,7 +83,8 @@ pub struct Args {
     /// The reference host script (default: crates/abi-bench/python/job_bench_peer.py).
     #[arg(long)]
     pub reference_script: Option<PathBuf>,
-    /// Internal: serve one target's jobs on this NATS URL instead of measuring.
+    /// Internal: serve one target's jobs on this NATS URL instead of measuring
+    /// (as workflows of `--workflow-steps` steps).
     #[arg(long, hide = true, value_names = ["KIND", "NATS_URL"], num_args = 2)]
     pub serve: Option<Vec<String>>,
 }
@@ -147,7 +154,7 @@ fn token(identity: &str) -> String {
 pub async fn run(args: &Args) -> anyhow::Result<String> {
     if let Some(serve) = &args.serve {
         let (kind, url) = (&serve[0], &serve[1]);
-        serve::run(kind, url).await?;
+        serve::run(kind, url, args.workflow_steps).await?;
         // The parent stopped reading stdout after "ready": exit before
         // main prints an (empty) table into the closed pipe.
         std::process::exit(0);
@@ -173,7 +180,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         .context("connect to nats")?;
 
     let mut raw = Column::new("raw JetStream floor");
-    let svc = serve::spawn_rust("raw", &platform.url()).await?;
+    let svc = serve::spawn_rust("raw", &platform.url(), 0).await?;
     measure_target(&platform, &client, args, serve::RAW_MODULE, svc, &mut raw).await?;
 
     let mut floors = Vec::new();
@@ -188,21 +195,27 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
             ),
         ] {
             let mut column = Column::new(name);
-            let svc = serve::spawn_rust(kind, &platform.url()).await?;
+            let svc = serve::spawn_rust(kind, &platform.url(), 0).await?;
             measure_target(&platform, &client, args, module, svc, &mut column).await?;
             floors.push(column);
         }
     }
 
-    let mut ours = Column::new("JobHost (Rust)");
-    let svc = serve::spawn_rust("ours", &platform.url()).await?;
+    let steps = args.workflow_steps;
+    let (ours_name, reference_name) = if steps == 0 {
+        ("JobHost (Rust)", "reference JobHost (Python)")
+    } else {
+        ("workflow_fn (Rust)", "reference workflow_handler (Python)")
+    };
+    let mut ours = Column::new(ours_name);
+    let svc = serve::spawn_rust("ours", &platform.url(), steps).await?;
     measure_target(&platform, &client, args, serve::OURS_MODULE, svc, &mut ours).await?;
 
-    let mut reference = Column::new("reference JobHost (Python)");
+    let mut reference = Column::new(reference_name);
     if args.skip_reference {
         reference.skipped = Some("--skip-reference".to_owned());
     } else {
-        let svc = serve::spawn_reference(&python, &script, &platform.url()).await?;
+        let svc = serve::spawn_reference(&python, &script, &platform.url(), steps).await?;
         measure_target(
             &platform,
             &client,
@@ -218,8 +231,16 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     let elapsed = started.elapsed();
     platform.stop().await;
     let verdicts = report::verdicts(&ours, &reference);
+    let shape = if steps == 0 {
+        "plain jobs".to_owned()
+    } else {
+        format!(
+            "ours and the reference's jobs are workflows of {steps} journaled no-op steps \
+             (the raw floor stays a plain job)"
+        )
+    };
     let notes = format!(
-        "Targets ran one after another on one nats-server with one abi-discovery (it created \
+        "Jobs: {shape}. Targets ran one after another on one nats-server with one abi-discovery (it created \
          the jobs stream) and one abi-documents on SQLite (the run records), each target a \
          process of its own serving its own module's jobs. Latency: {iters} triggers one at a \
          time (each after the previous run's completion notice), {warmup} unmeasured first; \

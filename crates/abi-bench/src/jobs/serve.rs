@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use abi_sdk::jobs::host::{JobHostLinks, consumer_config};
 use abi_sdk::jobs::{BoundJobHost, JobContext, JobHost, JobHostOptions, JobResult, JobSpec};
+use abi_sdk::workflows::{FlowContext, workflow_fn};
 use abi_sdk::{DocumentClient, TokenSource};
 use abi_wire::jobs::{self as wire, JobSubjects};
 use anyhow::{Context as _, bail};
@@ -30,7 +31,8 @@ pub const REFERENCE_MODULE: &str = "bench.reference";
 const FETCH_EXPIRES: Duration = Duration::from_secs(1);
 
 /// Starts this binary serving `kind` (`ours`, `raw`, `records4`,
-/// `records2` or `records2c`) and waits for `ready`.
+/// `records2` or `records2c`; ours as workflows of `steps` steps when not
+/// 0) and waits for `ready`.
 ///
 /// # Errors
 ///
@@ -40,11 +42,12 @@ const FETCH_EXPIRES: Duration = Duration::from_secs(1);
 ///
 /// Cancel safe: the child is spawned with `kill_on_drop`, so dropping the future before `ready`
 /// kills it.
-pub async fn spawn_rust(kind: &str, url: &str) -> anyhow::Result<Service> {
+pub async fn spawn_rust(kind: &str, url: &str, steps: u32) -> anyhow::Result<Service> {
     let exe = std::env::current_exe().context("this executable")?;
     eprintln!("starting {} jobs --serve {kind}", exe.display());
     let child = Command::new(&exe)
         .args(["jobs", "--serve", kind, url])
+        .args(["--workflow-steps", &steps.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -55,7 +58,7 @@ pub async fn spawn_rust(kind: &str, url: &str) -> anyhow::Result<Service> {
 }
 
 /// Starts the reference's host (`python script serve ...`) on the bench's
-/// jobs and waits for `ready`.
+/// jobs (workflows of `steps` steps when not 0) and waits for `ready`.
 ///
 /// # Errors
 ///
@@ -65,7 +68,12 @@ pub async fn spawn_rust(kind: &str, url: &str) -> anyhow::Result<Service> {
 ///
 /// Cancel safe: the Python host is spawned with `kill_on_drop`, so dropping the future before
 /// `ready` kills it.
-pub async fn spawn_reference(python: &Path, script: &Path, url: &str) -> anyhow::Result<Service> {
+pub async fn spawn_reference(
+    python: &Path,
+    script: &Path,
+    url: &str,
+    steps: u32,
+) -> anyhow::Result<Service> {
     eprintln!("starting {} {}", python.display(), script.display());
     let child = Command::new(python)
         .arg(script)
@@ -77,7 +85,7 @@ pub async fn spawn_reference(python: &Path, script: &Path, url: &str) -> anyhow:
             REFERENCE_MODULE,
             &started_subject(REFERENCE_MODULE),
         ])
-        .args(jobs().iter().map(|(name, n)| format!("{name}={n}")))
+        .args(jobs().iter().map(|(name, n)| format!("{name}={n}:{steps}")))
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -88,7 +96,8 @@ pub async fn spawn_reference(python: &Path, script: &Path, url: &str) -> anyhow:
     service::wait_ready_line(child, "reference job host").await
 }
 
-/// The `--serve` side: serves `kind`'s jobs on `url` until SIGTERM.
+/// The `--serve` side: serves `kind`'s jobs on `url` until SIGTERM (ours
+/// as workflows of `steps` journaled steps when not 0).
 ///
 /// # Errors
 ///
@@ -98,12 +107,12 @@ pub async fn spawn_reference(python: &Path, script: &Path, url: &str) -> anyhow:
 ///
 /// Not cancel safe: dropped while serving, the host is not closed and the pull loops are not
 /// aborted; they run on, detached, until the runtime stops.
-pub async fn run(kind: &str, url: &str) -> anyhow::Result<()> {
+pub async fn run(kind: &str, url: &str, steps: u32) -> anyhow::Result<()> {
     let nats = async_nats::connect(url).await.context("connect to nats")?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     match kind {
         "ours" => {
-            let host = our_host(&nats).await?;
+            let host = our_host(&nats, steps).await?;
             println!("ready");
             term.recv().await;
             host.close_now().await;
@@ -128,16 +137,21 @@ pub async fn run(kind: &str, url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Our `JobHost` with the reference's default options, started.
-async fn our_host(nats: &async_nats::Client) -> anyhow::Result<BoundJobHost> {
+/// Our `JobHost` with the reference's default options, started; its jobs
+/// are workflows of `steps` no-op steps when `steps` is not 0.
+async fn our_host(nats: &async_nats::Client, steps: u32) -> anyhow::Result<BoundJobHost> {
     let started = started_subject(OURS_MODULE);
     let mut host = JobHost::new().options(JobHostOptions::default());
     for (name, n) in jobs() {
         let spec = JobSpec::new(name)?.max_concurrency(n)?;
         let (nats, subject) = (nats.clone(), started.clone());
-        host = host.job(spec, move |cx: JobContext| {
-            trivial(nats.clone(), subject.clone(), cx)
-        });
+        host = if steps == 0 {
+            host.job(spec, move |cx: JobContext| {
+                trivial(nats.clone(), subject.clone(), cx)
+            })
+        } else {
+            host.job(spec.as_workflow(), no_op_steps(nats, subject, steps))
+        };
     }
     let host = host.bind(JobHostLinks {
         nats: nats.clone(),
@@ -160,6 +174,25 @@ async fn trivial(nats: async_nats::Client, subject: String, cx: JobContext) -> J
     // A lost announcement shows up as a missing start in the bench.
     let _ = nats.publish(subject, cx.run_id().to_owned().into()).await;
     Ok(serde_json::Value::Null)
+}
+
+/// The bench's workflow: its first action announces the run, then it runs
+/// `steps` journaled steps that each return their index.
+fn no_op_steps(
+    nats: async_nats::Client,
+    subject: String,
+    steps: u32,
+) -> impl abi_sdk::jobs::JobHandler {
+    workflow_fn(move |cx: FlowContext, _input: serde_json::Value| {
+        let (nats, subject) = (nats.clone(), subject.clone());
+        async move {
+            let _ = nats.publish(subject, cx.run_id().to_owned().into()).await;
+            for i in 0..steps {
+                let _: u32 = cx.step(&format!("s{i}"), || async move { Ok(i) }).await?;
+            }
+            Ok(serde_json::Value::Null)
+        }
+    })
 }
 
 /// The floor: per job, the hosts' consumer config and a loop that fetches

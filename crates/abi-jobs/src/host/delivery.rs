@@ -346,7 +346,7 @@ async fn run_attempt(
             project: shared.links.project.clone(),
             module_id: shared.links.module_id.clone(),
             fired_at: fired.to_owned(),
-            max_attempts: job.spec.attempts(),
+            spec: job.spec.clone(),
         },
     );
     let outcome = supervise(shared, job, msg, &cx, &claim.control, run_id, &mut fence).await;

@@ -112,7 +112,7 @@ impl Default for JobHostOptions {
 /// One declared job and its handler.
 #[derive(Clone)]
 pub(crate) struct Job {
-    pub(crate) spec: JobSpec,
+    pub(crate) spec: Arc<JobSpec>,
     pub(crate) handler: Arc<dyn JobHandler>,
     pub(crate) subjects: abi_wire::jobs::JobSubjects,
 }
@@ -264,7 +264,7 @@ impl JobHost {
             .jobs
             .iter()
             .map(|(spec, handler)| Job {
-                spec: spec.clone(),
+                spec: Arc::new(spec.clone()),
                 handler: handler.clone(),
                 subjects: abi_wire::jobs::JobSubjects::new(
                     &links.project,

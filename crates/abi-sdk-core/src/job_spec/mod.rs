@@ -457,6 +457,16 @@ impl JobSpec {
         self
     }
 
+    /// The declared input schema as canonical JSON, empty when none.
+    pub fn input_schema_json(&self) -> &str {
+        &self.input_schema
+    }
+
+    /// The declared output schema as canonical JSON, empty when none.
+    pub fn output_schema_json(&self) -> &str {
+        &self.output_schema
+    }
+
     /// The job's kind: `job` or `workflow`.
     pub fn job_kind(&self) -> &str {
         &self.kind

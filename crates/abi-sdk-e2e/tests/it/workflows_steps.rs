@@ -189,6 +189,78 @@ async fn an_input_that_does_not_decode_fails_the_run_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_and_outputs_the_declared_schemas_refuse_fail_the_run_at_once() {
+    let setup = Setup::start().await;
+    let spec = JobSpec::new("checked")
+        .unwrap()
+        .input_schema(&json!({
+            "type": "object",
+            "required": ["n"],
+            "properties": {"n": {"type": "integer"}}
+        }))
+        .unwrap()
+        .output_schema(&json!({"type": "object", "required": ["out"]}))
+        .unwrap()
+        .as_workflow();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = ran.clone();
+    let handler = workflow_fn(move |_cx: FlowContext, input: serde_json::Value| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if input["bad_output"] == json!(true) {
+                return Ok(json!({"nope": 1}));
+            }
+            Ok(json!({"out": input["n"]}))
+        }
+    });
+    let host = JobHost::new()
+        .options(fast())
+        .job(spec, handler)
+        .bind(setup.links(MODULE, "rust-1"));
+    host.prepare_consumers().await.unwrap();
+    host.start_serving().await.unwrap();
+    let job = setup.client(MODULE, "checked");
+
+    let rows = [
+        (
+            json!({"n": "x"}),
+            "FAILED",
+            r#"InvalidWorkflowInput: Invalid input: "x" is not of type "integer" (at /n)"#,
+        ),
+        (
+            json!({"m": 1}),
+            "FAILED",
+            r#"InvalidWorkflowInput: Invalid input: "n" is a required property"#,
+        ),
+        (
+            json!({"n": 1, "bad_output": true}),
+            "FAILED",
+            r#"InvalidWorkflowOutput: Invalid output: "out" is a required property"#,
+        ),
+        (json!({"n": 2}), "SUCCEEDED", ""),
+    ];
+    for (input, status, error) in rows {
+        let record = job
+            .trigger(input.clone(), None)
+            .await
+            .unwrap()
+            .wait(DEADLINE)
+            .await
+            .unwrap();
+        assert_eq!(record.status, status, "{input}: {record:?}");
+        assert_eq!(record.attempt, 1, "{input}: not retried");
+        assert_eq!(record.error, error, "{input}");
+    }
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        2,
+        "refused inputs never reach the handler"
+    );
+    host.close_now().await;
+    setup.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_the_reference_journaled_resumes_on_our_host_without_repeating_a_step() {
     let setup = Setup::start().await;
     // The reference runs attempt 1: `double` succeeds, `plus` raises.
@@ -228,6 +300,90 @@ async fn a_run_the_reference_journaled_resumes_on_our_host_without_repeating_a_s
     );
     assert_eq!(counts.plus.load(Ordering::SeqCst), 1);
     host.close_now().await;
+    setup.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_our_host_journaled_resumes_on_the_reference_without_repeating_a_step() {
+    let setup = Setup::start().await;
+    // Ours runs attempt 1: `double` succeeds, `plus` is still going when the
+    // host closes (a deploy) and hands the run back.
+    let doubled = Arc::new(AtomicUsize::new(0));
+    let counted = doubled.clone();
+    let handler = workflow_fn(move |cx: FlowContext, input: Input| {
+        let doubled = counted.clone();
+        async move {
+            let _: i64 = cx
+                .step("double", || {
+                    let doubled = doubled.clone();
+                    async move {
+                        doubled.fetch_add(1, Ordering::SeqCst);
+                        Ok(input.n * 2)
+                    }
+                })
+                .await?;
+            let _: i64 = cx
+                .step("plus", || {
+                    futures::future::pending::<Result<i64, JobError>>()
+                })
+                .await?;
+            Ok(json!({}))
+        }
+    });
+    let spec = JobSpec::new("flow")
+        .unwrap()
+        .as_workflow()
+        .max_attempts(3)
+        .unwrap();
+    let ours = JobHost::new()
+        .options(fast())
+        .job(spec, handler)
+        .bind(setup.links(MODULE, "rust-1"));
+    ours.prepare_consumers().await.unwrap();
+    ours.start_serving().await.unwrap();
+    let run = setup
+        .client(MODULE, "flow")
+        .trigger(json!({"n": 20}), None)
+        .await
+        .unwrap();
+    let documents = setup.links(MODULE, "rust-1").documents;
+    abi_test_support::wait_until(DEADLINE, || async {
+        let steps = abi_sdk::workflows::read_steps(&documents, &setup.project, run.run_id())
+            .await
+            .unwrap();
+        steps.iter().any(|s| {
+            s.get(field::KEY) == Some(&Value::from("plus"))
+                && s.get(field::STATUS) == Some(&Value::from("RUNNING"))
+        })
+    })
+    .await
+    .expect("our attempt is in `plus`");
+    ours.close_now().await;
+    assert_eq!(doubled.load(Ordering::SeqCst), 1);
+
+    // The reference takes the handed-back run: `double` is our stored result.
+    let python = reference_job_host(
+        &setup.server.url(),
+        &setup.token(MODULE),
+        &setup.project,
+        MODULE,
+        &["flow:workflow:3"],
+    )
+    .await;
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "SUCCEEDED", "{record:?}");
+    assert_eq!(record.attempt, 1, "the hand-back gave the attempt back");
+    assert_eq!(record.result, Some(json!({"out": 41})));
+    let journal = summaries(&setup, run.run_id()).await;
+    let (double, plus) = (&journal[0].1, &journal[1].1);
+    assert_eq!(
+        double.get(field::ATTEMPT),
+        Some(&Value::Int(1)),
+        "the reference replayed our journaled step instead of running it"
+    );
+    assert_eq!(text(plus, field::STATUS), "SUCCEEDED");
+    assert_eq!(plus.get(field::ATTEMPT), Some(&Value::Int(2)));
+    stop_reference(python).await;
     setup.stop().await;
 }
 
