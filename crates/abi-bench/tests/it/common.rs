@@ -51,9 +51,16 @@ impl SmokeRun {
     /// Runs `abi-bench <bench> --smoke` against the workspace's discovery and
     /// document binaries, one smoke run at a time.
     pub fn run(bench: &str, columns: &[&str]) -> Self {
+        Self::run_with(bench, &[], columns)
+    }
+
+    /// As [`SmokeRun::run`], with `extra` flags after `--smoke`.
+    pub fn run_with(bench: &str, extra: &[&str], columns: &[&str]) -> Self {
         let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let out = Command::new(env!("CARGO_BIN_EXE_abi-bench"))
-            .args([bench, "--smoke", "--discovery-bin"])
+            .args([bench, "--smoke"])
+            .args(extra)
+            .arg("--discovery-bin")
             .arg(binary("abi-discovery"))
             .arg("--documents-bin")
             .arg(binary("abi-documents"))

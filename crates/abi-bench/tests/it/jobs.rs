@@ -62,3 +62,23 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
         );
     }
 }
+
+#[test]
+fn a_workflow_smoke_run_measures_journaled_runs_on_both_hosts() {
+    let columns = [
+        "raw JetStream floor",
+        "workflow_fn (Rust)",
+        "reference workflow_handler (Python)",
+    ];
+    let run = SmokeRun::run_with("jobs", &["--workflow-steps", "2"], &columns);
+    assert!(
+        run.stdout
+            .contains("workflows of 2 journaled no-op steps (the raw floor stays a plain job)"),
+        "the notes say what ran:\n{}",
+        run.stdout
+    );
+    let done = run.row("trigger-to-completion notice");
+    assert!(done[1..].iter().all(|c| is_latency(c)), "{done:?}");
+    let failed = run.row("failed or missing runs");
+    assert_eq!(&failed[1..], ["0", "0", "0"], "every workflow run succeeded");
+}
