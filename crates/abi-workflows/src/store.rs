@@ -3,7 +3,10 @@
 //! [`crate::journal`]. A result is put before the summary that points at it.
 
 use abi_document_model::validate::MAX_PAGE_SIZE;
-use abi_document_model::{CollectionSpec, Data, FieldSpec, FindQuery, Predicate};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use abi_document_model::{CollectionSpec, Data, Document, FieldSpec, FindQuery, Predicate};
 use abi_sdk_core::{CallError, CallErrorKind, DocumentClient};
 use abi_wire::workflows::{self as wire, StepKind, field};
 
@@ -26,7 +29,17 @@ pub async fn read_steps(
     project: &str,
     run_id: &str,
 ) -> Result<Vec<Data>, CallError> {
-    let collection = wire::steps_collection(project);
+    let found = find_run(documents, &wire::steps_collection(project), run_id).await?;
+    Ok(timeline(found.into_iter().map(|doc| doc.data).collect()))
+}
+
+/// Every document of `collection` whose `run_id` is `run_id`, page after
+/// page; none when the collection does not exist.
+async fn find_run(
+    documents: &DocumentClient,
+    collection: &str,
+    run_id: &str,
+) -> Result<Vec<Document>, CallError> {
     let mut found = Vec::new();
     let mut cursor = None;
     loop {
@@ -36,19 +49,26 @@ pub async fn read_steps(
             cursor: cursor.take(),
             ..FindQuery::default()
         };
-        let page = match documents.find(&collection, query).await {
+        let page = match documents.find(collection, query).await {
             Ok(page) => page,
             Err(err) if err.kind() == CallErrorKind::CollectionNotFound => break,
             Err(err) => return Err(err),
         };
         let empty = page.items.is_empty();
-        found.extend(page.items.into_iter().map(|doc| doc.data));
+        found.extend(page.items);
         cursor = page.cursor;
         if empty || cursor.is_none() {
             break;
         }
     }
-    Ok(timeline(found))
+    Ok(found)
+}
+
+/// What this attempt knows of the stored summaries: each one's version and
+/// fields as last read or written here.
+#[derive(Debug, Default)]
+struct Known {
+    summaries: HashMap<String, (i64, Data)>,
 }
 
 /// The journal of one trigger of one run, over the host module's documents.
@@ -59,6 +79,9 @@ pub struct StepStore {
     results: String,
     run_id: String,
     fired_at: String,
+    /// The summaries' versions this attempt last saw, so a write needs no
+    /// read before its compare-and-swap (a conflict reads again).
+    known: Arc<Mutex<Known>>,
 }
 
 impl StepStore {
@@ -71,7 +94,32 @@ impl StepStore {
             results: wire::results_collection(project),
             run_id: run_id.to_owned(),
             fired_at: fired_at.to_owned(),
+            known: Arc::default(),
         }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The stored summary of `key` (version, fields; version 0 and no fields
+    /// when there is none), as this attempt last read or wrote it, else read.
+    async fn stored(&self, key: &str) -> Result<(i64, Data), CallError> {
+        if let Some((version, data)) = self.known().summaries.get(key) {
+            return Ok((*version, data.clone()));
+        }
+        self.fetch(key).await
+    }
+
+    /// Reads the summary of `key` from the service, and remembers it.
+    async fn fetch(&self, key: &str) -> Result<(i64, Data), CallError> {
+        let id = wire::step_id(&self.run_id, key);
+        let stored = self.documents.try_get(&self.steps, &id).await?;
+        let (version, data) = stored.map_or((0, Data::new()), |doc| (doc.version, doc.data));
+        self.known()
+            .summaries
+            .insert(key.to_owned(), (version, data.clone()));
+        Ok((version, data))
     }
 
     fn journal(&self) -> Journal<'_> {
@@ -110,9 +158,8 @@ impl StepStore {
     ///
     /// Cancel safe: it only reads.
     pub async fn read(&self, key: &str) -> Result<Data, CallError> {
-        let id = wire::step_id(&self.run_id, key);
-        let stored = self.documents.try_get(&self.steps, &id).await?;
-        Ok(self.journal().prior(stored.as_ref().map(|doc| &doc.data)))
+        let (version, data) = self.stored(key).await?;
+        Ok(self.journal().prior((version > 0).then_some(&data)))
     }
 
     /// The stored result of `key` for this trigger, as JSON text.
@@ -131,36 +178,48 @@ impl StepStore {
     }
 
     /// Writes `build(prior)` over `key`'s summary with a compare-and-swap on
-    /// the version read, reading again after a conflict (five tries).
+    /// the version this attempt last saw, reading again after a conflict
+    /// (five tries).
     async fn update(
         &self,
         key: &str,
         build: impl Fn(Journal<'_>, &Data) -> Data,
     ) -> Result<Data, CallError> {
         let id = wire::step_id(&self.run_id, key);
+        let (mut version, mut stored) = self.stored(key).await?;
         for _ in 0..wire::SUMMARY_WRITE_TRIES {
-            let stored = self.documents.try_get(&self.steps, &id).await?;
-            let version = stored.as_ref().map_or(0, |doc| doc.version);
-            let prior = self.journal().prior(stored.as_ref().map(|doc| &doc.data));
+            let prior = self.journal().prior((version > 0).then_some(&stored));
             let data = build(self.journal(), &prior);
             match self
                 .documents
                 .put(&self.steps, &id, data.clone(), Some(version))
                 .await
             {
-                Ok(_) => return Ok(data),
-                Err(err) if err.kind() == CallErrorKind::VersionConflict => {}
-                Err(err) => return Err(err),
+                Ok(doc) => {
+                    self.known()
+                        .summaries
+                        .insert(key.to_owned(), (doc.version, data.clone()));
+                    return Ok(data);
+                }
+                Err(err) if err.kind() == CallErrorKind::VersionConflict => {
+                    (version, stored) = self.fetch(key).await?;
+                }
+                Err(err) => {
+                    // Unknown whether it was applied: read before the next write.
+                    self.known().summaries.remove(key);
+                    return Err(err);
+                }
             }
         }
-        Err(
-            CallError::new(CallErrorKind::VersionConflict, "VERSION_CONFLICT")
-                .with_message(format!(
-                    "Could not journal step {}",
-                    abi_pyjson::python_str_repr(key)
-                ))
-                .with_code(abi_wire::ErrorCode::VersionConflict.as_str()),
+        Err(CallError::new(
+            CallErrorKind::VersionConflict,
+            abi_wire::ErrorCode::VersionConflict.as_str(),
         )
+        .with_message(format!(
+            "Could not journal step {}",
+            abi_pyjson::python_str_repr(key)
+        ))
+        .with_code(abi_wire::ErrorCode::VersionConflict.as_str()))
     }
 
     /// Journals a start of `key` at `now` ([`Journal::start`]).

@@ -80,5 +80,9 @@ fn a_workflow_smoke_run_measures_journaled_runs_on_both_hosts() {
     let done = run.row("trigger-to-completion notice");
     assert!(done[1..].iter().all(|c| is_latency(c)), "{done:?}");
     let failed = run.row("failed or missing runs");
-    assert_eq!(&failed[1..], ["0", "0", "0"], "every workflow run succeeded");
+    assert_eq!(
+        &failed[1..],
+        ["0", "0", "0"],
+        "every workflow run succeeded"
+    );
 }
