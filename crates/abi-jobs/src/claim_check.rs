@@ -7,7 +7,8 @@
 //!
 //! The object is the reference's: a uuid4 hex name, chunks of
 //! `min(128 KiB, max_payload / 2)` (each chunk is a message and must fit the
-//! broker too), kept for the bucket's 7-day TTL.
+//! broker too), kept for the bucket's 7-day TTL. Workflows store step
+//! results above the journal's limit the same way, when a step opts in.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -16,9 +17,9 @@ use abi_wire::jobs as wire;
 use async_nats::jetstream::{self, object_store};
 use tokio::io::{AsyncRead, ReadBuf};
 
-/// Why a payload could not be stored as a claim check.
+/// Why a payload could not be stored or read as a claim check.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ClaimCheckError {
+pub enum ClaimCheckError {
     /// Above [`wire::CLAIM_CHECK_MAX_BYTES`], even for the object store.
     #[error("{size} bytes exceeds the {max}-byte claim-check limit; send a storage reference")]
     TooLarge {
@@ -27,7 +28,7 @@ pub(crate) enum ClaimCheckError {
         /// The limit.
         max: usize,
     },
-    /// The store could not be opened or created, or the put failed.
+    /// The store could not be opened or created, or the put or read failed.
     #[error("claim-check store {bucket}: {detail}")]
     Store {
         /// The bucket.
@@ -38,7 +39,7 @@ pub(crate) enum ClaimCheckError {
 }
 
 /// The chunk size of a claim-checked object under `max_payload`.
-pub(crate) fn chunk_size(max_payload: usize) -> usize {
+pub fn chunk_size(max_payload: usize) -> usize {
     wire::CLAIM_CHECK_MAX_CHUNK_BYTES
         .min(max_payload / 2)
         .max(1)
@@ -56,7 +57,7 @@ pub(crate) fn chunk_size(max_payload: usize) -> usize {
 ///
 /// Not cancel-safe: a cancelled put may leave chunks behind (they expire
 /// with the bucket's TTL).
-pub(crate) async fn store(
+pub async fn store(
     js: &jetstream::Context,
     body: &[u8],
     max_payload: usize,
@@ -85,6 +86,33 @@ pub(crate) async fn store(
         .await
         .map_err(|e| fail(e.to_string()))?;
     Ok(name)
+}
+
+/// The object `name` of the claim-check store, read whole.
+///
+/// # Errors
+///
+/// [`ClaimCheckError::Store`] when the store or the object cannot be read
+/// (an object past the bucket's TTL is gone).
+///
+/// # Cancel safety
+///
+/// Cancel safe: it only reads.
+pub async fn fetch(js: &jetstream::Context, name: &str) -> Result<Vec<u8>, ClaimCheckError> {
+    let fail = |detail: String| ClaimCheckError::Store {
+        bucket: wire::CLAIM_CHECK_BUCKET,
+        detail,
+    };
+    let store = js
+        .get_object_store(wire::CLAIM_CHECK_BUCKET)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let mut object = store.get(name).await.map_err(|e| fail(e.to_string()))?;
+    let mut body = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(&mut object, &mut body)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(body)
 }
 
 /// The claim-check store, created with the platform's config when missing

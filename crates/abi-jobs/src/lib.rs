@@ -10,7 +10,7 @@
 //! reference's wire: the same trigger messages, run ids, run records and
 //! completion notices, so it works against Python and Rust hosts alike.
 
-mod claim_check;
+pub mod claim_check;
 pub mod client;
 mod context;
 mod control;

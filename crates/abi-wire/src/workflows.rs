@@ -157,6 +157,10 @@ pub mod field {
     pub const RESULT_BYTES: &str = "result_bytes";
     /// The result document's JSON text.
     pub const RESULT_JSON: &str = "result_json";
+    /// Ours only, in a SUCCEEDED summary: the claim-check object holding a
+    /// result above [`super::MAX_STEP_RESULT_BYTES`] (no result document is
+    /// written; a Python host finds none and runs the step again).
+    pub const RESULT_CLAIM_CHECK: &str = "result_claim_check";
     /// A child's module (inside [`CHILD`]).
     pub const CHILD_MODULE_ID: &str = "module_id";
     /// A child's workflow (inside [`CHILD`]).

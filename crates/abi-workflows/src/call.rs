@@ -272,7 +272,7 @@ impl FlowContext {
             return Err(FlowError::ChildTruncated(message));
         }
         let output = record.result.clone().unwrap_or(serde_json::Value::Null);
-        self.succeed(key, &output, started).await
+        self.succeed(key, &output, started, false).await
     }
 
     /// The child's record once it is terminal; the run's cancellation ends

@@ -21,7 +21,7 @@ use tracing::warn;
 
 use crate::children::Children;
 use crate::journal::{self, Finish};
-use crate::result::encode_result;
+use crate::result::{StepResultError, encode_result};
 use crate::store::StepStore;
 
 /// Local retries of one step: how many more tries follow a failure, and the
@@ -32,6 +32,12 @@ pub struct StepOptions {
     pub retries: u32,
     /// The pause before the first retry (default 1 s).
     pub backoff: Duration,
+    /// Store a result above 256 KiB of JSON (up to 256 MiB) in the
+    /// claim-check object store instead of failing the step (default off,
+    /// the reference's `StepResultTooLarge`). Ours only: a Python host finds
+    /// no stored result for such a step and runs it again (where a result
+    /// this large fails), so keep a workflow that opts in on Rust hosts.
+    pub large_results: bool,
 }
 
 impl Default for StepOptions {
@@ -39,6 +45,7 @@ impl Default for StepOptions {
         Self {
             retries: 0,
             backoff: Duration::from_secs(1),
+            large_results: false,
         }
     }
 }
@@ -263,7 +270,9 @@ impl FlowContext {
                     return Err(err);
                 }
             };
-            return self.succeed(key, &json, started).await;
+            return self
+                .succeed(key, &json, started, options.large_results)
+                .await;
         }
         let err = failure.unwrap_or_else(|| JobError::retryable("the step did not run"));
         self.fail(key, &err.to_string(), started).await?;
@@ -284,6 +293,9 @@ impl FlowContext {
         if !matches!(status, Some(StepStatus::Succeeded | StepStatus::Running)) {
             return Ok(None);
         }
+        if let Some(name) = self.store.journal().claim_checked(summary) {
+            return self.claimed(key, name).await.map(Some);
+        }
         let Some(stored) = self.store.result(key).await? else {
             return Ok(None);
         };
@@ -293,17 +305,77 @@ impl FlowContext {
         Ok(Some(stored))
     }
 
+    /// The JetStream context of the host's connection (claim checks).
+    fn jetstream(&self) -> Result<async_nats::jetstream::Context, FlowError> {
+        let host = self.job.host().ok_or_else(|| {
+            FlowError::Step(JobError::non_retryable(
+                "A FlowContext needs the runtime of its host",
+            ))
+        })?;
+        Ok(async_nats::jetstream::new(host.nats.clone()))
+    }
+
+    /// The result of `key` stored as claim-check object `name`.
+    async fn claimed(&self, key: &str, name: &str) -> Result<String, FlowError> {
+        let body = abi_jobs::claim_check::fetch(&self.jetstream()?, name)
+            .await
+            .map_err(|err| {
+                FlowError::Step(JobError::new(
+                    error_type::JOURNAL,
+                    format!(
+                        "The result of step {} is not readable: {err}",
+                        python_str_repr(key)
+                    ),
+                ))
+            })?;
+        String::from_utf8(body).map_err(|err| FlowError::Result {
+            type_name: error_type::RESULT_NOT_JSON,
+            message: format!(
+                "Step {}'s stored result is not UTF-8: {err}",
+                python_str_repr(key)
+            ),
+        })
+    }
+
     /// Journals `value` as the result of `key` (result, then summary) and
     /// returns it read back from its JSON, as a replay would; a result above
-    /// the limit fails the step instead (`StepResultTooLarge`).
+    /// the limit fails the step (`StepResultTooLarge`), unless `large`: then
+    /// it goes to the claim-check store first, and the summary names it.
     pub(crate) async fn succeed<T: DeserializeOwned>(
         &self,
         key: &str,
         value: &serde_json::Value,
         started: Instant,
+        large: bool,
     ) -> Result<T, FlowError> {
-        let encoded = match encode_result(key, value) {
-            Ok(encoded) => encoded,
+        let (encoded, claim_check) = match encode_result(key, value) {
+            Ok(encoded) => (encoded, None),
+            Err(StepResultError::TooLarge { json, .. }) if large => {
+                let js = self.jetstream()?;
+                let max = self
+                    .job
+                    .host()
+                    .map_or(0, |h| h.nats.server_info().max_payload);
+                match abi_jobs::claim_check::store(&js, json.as_bytes(), max).await {
+                    Ok(name) => (json, Some(name)),
+                    Err(err) => {
+                        let permanent =
+                            matches!(err, abi_jobs::claim_check::ClaimCheckError::TooLarge { .. });
+                        let message = format!(
+                            "Step {}'s result was not stored: {err}",
+                            python_str_repr(key)
+                        );
+                        self.fail(key, &message, started).await?;
+                        if permanent {
+                            return Err(FlowError::Result {
+                                type_name: error_type::RESULT_TOO_LARGE,
+                                message,
+                            });
+                        }
+                        return Err(FlowError::Step(JobError::new(error_type::JOURNAL, message)));
+                    }
+                }
+            }
             Err(err) => {
                 let err = FlowError::Result {
                     type_name: error_type::RESULT_TOO_LARGE,
@@ -318,6 +390,7 @@ impl FlowContext {
             result_json: Some(&encoded),
             error: "",
             duration_ms: elapsed_ms(started),
+            claim_check: claim_check.as_deref(),
         };
         self.store.finish(key, &end, &now_iso()).await?;
         decode(key, &encoded)
@@ -338,6 +411,7 @@ impl FlowContext {
             result_json: None,
             error: "Run cancelled",
             duration_ms: elapsed_ms(started),
+            claim_check: None,
         };
         if let Err(err) = self.store.finish(key, &end, &now_iso()).await {
             warn!(run_id = %self.run_id(), key, error = %err, "cancelled step not journaled");
@@ -356,6 +430,7 @@ impl FlowContext {
             result_json: None,
             error,
             duration_ms: elapsed_ms(started),
+            claim_check: None,
         };
         self.store.finish(key, &end, &now_iso()).await?;
         Ok(())

@@ -169,6 +169,7 @@ impl FlowContext {
                 result_json: None,
                 error: &error,
                 duration_ms: 0,
+                claim_check: None,
             };
             if let Err(err) = self
                 .store

@@ -73,6 +73,10 @@ pub struct Finish<'a> {
     pub error: &'a str,
     /// Milliseconds since the start.
     pub duration_ms: i64,
+    /// For a success whose result went to the claim-check store (the step
+    /// opted in): the object's name. `result_json` still gives the size;
+    /// no result document is written.
+    pub claim_check: Option<&'a str>,
 }
 
 fn text<'d>(data: &'d Data, key: &str) -> &'d str {
@@ -198,7 +202,22 @@ impl Journal<'_> {
             let bytes = i64::try_from(json.len()).unwrap_or(i64::MAX);
             data.insert(field::RESULT_BYTES.into(), Value::Int(bytes));
         }
+        if let Some(name) = end.claim_check {
+            data.insert(field::RESULT_CLAIM_CHECK.into(), name.into());
+        }
         data
+    }
+
+    /// The claim-check object holding the result of a SUCCEEDED summary of
+    /// this trigger, when its step stored it there.
+    pub fn claim_checked<'d>(&self, summary: &'d Data) -> Option<&'d str> {
+        if !self.is_current(summary) || status(summary) != Some(StepStatus::Succeeded) {
+            return None;
+        }
+        match summary.get(field::RESULT_CLAIM_CHECK) {
+            Some(Value::String(name)) if !name.is_empty() => Some(name),
+            _ => None,
+        }
     }
 }
 
@@ -321,6 +340,7 @@ mod tests {
                 result_json: None,
                 error: &long,
                 duration_ms: 12,
+                claim_check: None,
             },
             "T1",
         );
@@ -334,6 +354,7 @@ mod tests {
                 result_json: Some("\"é\""),
                 error: "",
                 duration_ms: 3,
+                claim_check: None,
             },
             "T1",
         );
@@ -344,6 +365,33 @@ mod tests {
             9,
             "every summary field but child"
         );
+    }
+
+    #[test]
+    fn a_claim_checked_result_is_named_in_the_summary_of_its_trigger_only() {
+        let started = J.start(&Data::new(), "big", StepKind::Step, "T0", false);
+        let done = J.finish(
+            &started,
+            "big",
+            &Finish {
+                status: StepStatus::Succeeded,
+                result_json: Some("\"xxxx\""),
+                error: "",
+                duration_ms: 3,
+                claim_check: Some("obj1"),
+            },
+            "T1",
+        );
+        assert_eq!(done.get(field::RESULT_BYTES), Some(&Value::Int(6)));
+        assert_eq!(J.claim_checked(&done), Some("obj1"));
+        let other = Journal {
+            run_id: "flow:3",
+            fired_at: "F2",
+        };
+        assert_eq!(other.claim_checked(&done), None, "another trigger's");
+        assert_eq!(J.claim_checked(&started), None, "not SUCCEEDED");
+        let restarted = J.start(&done, "big", StepKind::Step, "T2", false);
+        assert_eq!(J.claim_checked(&restarted), None, "a new start drops it");
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub enum StepResultError {
         key: String,
         /// The JSON's size in bytes.
         size: usize,
+        /// The JSON itself (a step that opted in stores it as a claim check).
+        json: String,
     },
 }
 
@@ -39,6 +41,7 @@ pub fn encode_result(key: &str, value: &serde_json::Value) -> Result<String, Ste
         return Err(StepResultError::TooLarge {
             key: key.to_owned(),
             size: encoded.len(),
+            json: encoded,
         });
     }
     Ok(encoded)

@@ -122,7 +122,8 @@ impl StepStore {
         Ok((version, data))
     }
 
-    fn journal(&self) -> Journal<'_> {
+    /// The journal's pure decisions for this trigger.
+    pub fn journal(&self) -> Journal<'_> {
         Journal {
             run_id: &self.run_id,
             fired_at: &self.fired_at,
@@ -294,12 +295,14 @@ impl StepStore {
             result_json: Some(stored_json),
             error: "",
             duration_ms: 0,
+            claim_check: None,
         };
         self.update(key, |j, prior| j.finish(prior, key, &end, now))
             .await
     }
 
-    /// Journals the end of `key` at `now`: its result first, when it has one,
+    /// Journals the end of `key` at `now`: its result document first, when
+    /// it has one that is not a claim check (that object is stored before),
     /// then its summary ([`Journal::finish`]).
     ///
     /// # Errors
@@ -312,7 +315,7 @@ impl StepStore {
     /// and the summary still RUNNING, so the step runs again (never the
     /// other way round).
     pub async fn finish(&self, key: &str, end: &Finish<'_>, now: &str) -> Result<Data, CallError> {
-        if let Some(json) = end.result_json {
+        if let Some(json) = end.result_json.filter(|_| end.claim_check.is_none()) {
             let id = wire::step_id(&self.run_id, key);
             let result = self.journal().result(key, json);
             self.documents.put(&self.results, &id, result, None).await?;

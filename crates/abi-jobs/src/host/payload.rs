@@ -5,7 +5,6 @@
 
 use abi_wire::jobs as wire;
 use async_nats::jetstream::Message;
-use tokio::io::AsyncReadExt as _;
 
 use super::Shared;
 
@@ -31,21 +30,12 @@ pub(super) async fn read(
     let Some(name) = name else {
         return Ok(parse(&msg.payload));
     };
-    let fail = |reason: String| PayloadError {
-        name: name.clone(),
-        reason,
-    };
-    let store = shared
-        .js
-        .get_object_store(wire::CLAIM_CHECK_BUCKET)
+    let body = crate::claim_check::fetch(&shared.js, &name)
         .await
-        .map_err(|e| fail(e.to_string()))?;
-    let mut object = store.get(&name).await.map_err(|e| fail(e.to_string()))?;
-    let mut body = Vec::new();
-    object
-        .read_to_end(&mut body)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| PayloadError {
+            name: name.clone(),
+            reason: e.to_string(),
+        })?;
     Ok(parse(&body))
 }
 

@@ -143,6 +143,23 @@ impl Setup {
         (Arc::new(host), calls)
     }
 
+    /// Our host of `spec` with `handler` (the fast options), started.
+    pub async fn serve_one(
+        &self,
+        module: &str,
+        instance: &str,
+        spec: JobSpec,
+        handler: impl abi_sdk::jobs::JobHandler,
+    ) -> BoundJobHost {
+        let host = JobHost::new()
+            .options(fast())
+            .job(spec, handler)
+            .bind(self.links(module, instance));
+        host.prepare_consumers().await.unwrap();
+        host.start_serving().await.unwrap();
+        host
+    }
+
     pub async fn stop(self) {
         self.documents.stop().await;
     }

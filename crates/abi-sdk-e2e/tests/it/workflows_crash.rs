@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use abi_sdk::documents::Value;
-use abi_sdk::jobs::{JobHost, JobSpec};
+use abi_sdk::jobs::JobSpec;
 use abi_sdk::workflows::journal::Finish;
 use abi_sdk::workflows::{FlowContext, Journal, StepStore, workflow_fn};
 use abi_wire::workflows::{self as wire, StepKind, StepStatus, field};
 use serde_json::json;
 
-use super::jobs_fixture::{DEADLINE, Setup, fast};
+use super::jobs_fixture::{DEADLINE, Setup};
 
 const MODULE: &str = "acme.crashy";
 
@@ -69,6 +69,7 @@ async fn a_step_whose_result_was_stored_never_runs_again_after_a_kill_at_any_wri
             result_json: Some(json),
             error: "",
             duration_ms: 1,
+            claim_check: None,
         };
         store.start("a", StepKind::Step, "T0", false).await.unwrap();
         store.finish("a", &done("10"), "T1").await.unwrap();
@@ -129,12 +130,7 @@ async fn a_step_whose_result_was_stored_never_runs_again_after_a_kill_at_any_wri
         .as_workflow()
         .max_attempts(3)
         .unwrap();
-    let host = JobHost::new()
-        .options(fast())
-        .job(spec, handler)
-        .bind(setup.links(MODULE, "rust-1"));
-    host.prepare_consumers().await.unwrap();
-    host.start_serving().await.unwrap();
+    let host = setup.serve_one(MODULE, "rust-1", spec, handler).await;
 
     for (point, run) in &runs {
         let record = run.wait(DEADLINE).await.unwrap();

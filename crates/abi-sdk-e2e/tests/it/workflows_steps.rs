@@ -213,12 +213,7 @@ async fn inputs_and_outputs_the_declared_schemas_refuse_fail_the_run_at_once() {
             Ok(json!({"out": input["n"]}))
         }
     });
-    let host = JobHost::new()
-        .options(fast())
-        .job(spec, handler)
-        .bind(setup.links(MODULE, "rust-1"));
-    host.prepare_consumers().await.unwrap();
-    host.start_serving().await.unwrap();
+    let host = setup.serve_one(MODULE, "rust-1", spec, handler).await;
     let job = setup.client(MODULE, "checked");
 
     let rows = [
@@ -388,6 +383,86 @@ async fn a_run_our_host_journaled_resumes_on_the_reference_without_repeating_a_s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_result_is_claim_checked_when_its_step_opts_in_and_replayed_from_there() {
+    let setup = Setup::start().await;
+    let (blobs, afters) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (blob_count, after_count) = (blobs.clone(), afters.clone());
+    let handler = workflow_fn(move |cx: FlowContext, _input: serde_json::Value| {
+        let (blobs, afters) = (blob_count.clone(), after_count.clone());
+        async move {
+            let large = abi_sdk::workflows::StepOptions {
+                large_results: true,
+                ..abi_sdk::workflows::StepOptions::default()
+            };
+            let blob: String = cx
+                .step_with("blob", large, || {
+                    let blobs = blobs.clone();
+                    async move {
+                        blobs.fetch_add(1, Ordering::SeqCst);
+                        Ok("é".repeat(150_000))
+                    }
+                })
+                .await?;
+            let _: bool = cx
+                .step("after", || {
+                    let afters = afters.clone();
+                    async move {
+                        if afters.fetch_add(1, Ordering::SeqCst) == 0 {
+                            return Err(JobError::retryable("after fails once"));
+                        }
+                        Ok(true)
+                    }
+                })
+                .await?;
+            Ok(json!({"chars": blob.chars().count()}))
+        }
+    });
+    let spec = JobSpec::new("big")
+        .unwrap()
+        .as_workflow()
+        .max_attempts(2)
+        .unwrap();
+    let host = setup.serve_one(MODULE, "rust-1", spec, handler).await;
+
+    let run = setup
+        .client(MODULE, "big")
+        .trigger(json!({}), None)
+        .await
+        .unwrap();
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "SUCCEEDED", "{record:?}");
+    assert_eq!(record.attempt, 2);
+    assert_eq!(record.result, Some(json!({"chars": 150_000})));
+    assert_eq!(
+        blobs.load(Ordering::SeqCst),
+        1,
+        "replayed from the claim check"
+    );
+    let journal = summaries(&setup, run.run_id()).await;
+    let blob = &journal
+        .iter()
+        .find(|(id, _)| id.ends_with("#blob"))
+        .unwrap()
+        .1;
+    assert_eq!(text(blob, field::STATUS), "SUCCEEDED");
+    // "\u00e9" per character, plus the quotes: above the journal's limit.
+    assert_eq!(blob.get(field::RESULT_BYTES), Some(&Value::Int(900_002)));
+    assert!(!text(blob, field::RESULT_CLAIM_CHECK).is_empty());
+    let documents = setup.links(MODULE, "rust-1").documents;
+    let results = wire::results_collection(&setup.project);
+    let stored = documents
+        .try_get(&results, &wire::step_id(run.run_id(), "blob"))
+        .await
+        .unwrap();
+    assert!(
+        stored.is_none(),
+        "no result document: a Python host runs the step again"
+    );
+    host.close_now().await;
+    setup.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retried_map_runs_only_the_items_that_did_not_succeed() {
     let setup = Setup::start().await;
     // Item 3 fails its first call; the others succeed once each.
@@ -416,12 +491,7 @@ async fn a_retried_map_runs_only_the_items_that_did_not_succeed() {
         .as_workflow()
         .max_attempts(2)
         .unwrap();
-    let host = JobHost::new()
-        .options(fast())
-        .job(spec, handler)
-        .bind(setup.links(MODULE, "rust-1"));
-    host.prepare_consumers().await.unwrap();
-    host.start_serving().await.unwrap();
+    let host = setup.serve_one(MODULE, "rust-1", spec, handler).await;
 
     let run = setup
         .client(MODULE, "fan")

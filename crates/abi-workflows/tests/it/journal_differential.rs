@@ -161,6 +161,7 @@ fn ours(ops: &[Json]) -> Json {
                     result_json,
                     error: op["error"].as_str().unwrap_or(""),
                     duration_ms: 0,
+                    claim_check: None,
                 };
                 Some(journal.finish(&prior, key, &end, &now()))
             }
