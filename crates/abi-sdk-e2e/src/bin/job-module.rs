@@ -6,10 +6,15 @@
 //! then waits until the run is cancelled or handed back; else it returns its
 //! payload) and `E2E_DRAIN_MS` (the time to drain discovery gives work).
 //!
+//! It also serves the workflow `flow` (3 attempts): step `first`, then step
+//! `second`, which with `E2E_JOB_BLOCK=1` never ends (the host is killed
+//! there); each prints `EVENT step <key>` when its function runs.
+//!
 //! Prints `EVENT run <run_id>` when a handler starts. Exit code 0 after a
 //! clean stop, 1 otherwise.
 
 use abi_sdk::jobs::{JobContext, JobError, JobHost, JobSpec};
+use abi_sdk::workflows::{FlowContext, workflow_fn};
 use abi_sdk::{Config, Module, ModuleSpec, Runner};
 
 struct JobModule;
@@ -36,7 +41,34 @@ async fn main() {
         }
         Ok(cx.payload().clone())
     };
-    let jobs = JobHost::new().job(spec, handler);
+    let flow = match JobSpec::new("flow").and_then(|j| j.as_workflow().max_attempts(3)) {
+        Ok(flow) => flow,
+        Err(err) => {
+            println!("EVENT exit error {err}");
+            std::process::exit(1);
+        }
+    };
+    let steps = workflow_fn(
+        move |cx: FlowContext, _input: serde_json::Value| async move {
+            let first: u32 = cx
+                .step("first", || async {
+                    println!("EVENT step first");
+                    Ok(1)
+                })
+                .await?;
+            let second: u32 = cx
+                .step("second", || async move {
+                    println!("EVENT step second");
+                    if block {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok(2)
+                })
+                .await?;
+            Ok(serde_json::json!({"sum": first + second}))
+        },
+    );
+    let jobs = JobHost::new().job(spec, handler).job(flow, steps);
     let spec = ModuleSpec::new(&id).serve(std::sync::Arc::new(jobs));
     let mut config = match Config::from_env(&id) {
         Ok(config) => config,

@@ -3,7 +3,9 @@
 //! within the shutdown budget without spending an attempt, and another
 //! process of the module finishes it. On the reference's behaviour the run
 //! ends FAILED "Interrupted by host shutdown" (`max_attempts` is 1): the
-//! attempt count and the status below fail there.
+//! attempt count and the status below fail there. And kill -9 of a real
+//! process in a workflow's second step: once its heartbeats stop, another
+//! process takes the run and replays the first step instead of running it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;
@@ -109,5 +111,60 @@ async fn sigterm_mid_run_hands_the_run_back_and_another_process_finishes_it() {
     assert!(handed_over >= Duration::from_secs(1), "{handed_over:?}");
     assert!(handed_over < Duration::from_secs(6), "{handed_over:?}");
     eprintln!("SIGTERM to the run finished elsewhere: {handed_over:?}");
+    documents.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_workflow_and_another_process_replays_the_finished_step() {
+    let world = World::start(20.0).await;
+    let documents = Documents::start(&world.nats.url(), &world.project, abi_sdk_e2e::SECRET).await;
+    let nats = async_nats::connect(world.nats.url()).await.unwrap();
+    let flow = JobClient::new(
+        nats,
+        TokenSource::issued(requests::service_token(abi_sdk_e2e::SECRET, "api")),
+        &world.project,
+        MODULE,
+        "flow",
+    );
+    let mut a = spawn(&world, true);
+    world.wait_status(MODULE, "READY").await;
+    let run = flow.trigger(json!({}), None).await.unwrap();
+    expect(&mut a, "step second").await;
+    // A dies in `second`, `first` journaled: no drain, no hand-back.
+    let pid = a.id().unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+    let _ = a.wait().await;
+
+    // B gets the delivery again once A's heartbeats stop (an ack wait).
+    let mut b = spawn(&world, false);
+    let record = run.wait(Duration::from_secs(180)).await.unwrap();
+    assert_eq!(record.status, "SUCCEEDED", "{:?}", record.to_json());
+    assert_eq!(record.attempt, 2, "the killed attempt counts");
+    assert_eq!(record.result, Some(json!({"sum": 3})));
+    let pid = b.id().unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let mut printed = String::new();
+    let stdout = b.stdout.as_mut().unwrap();
+    tokio::time::timeout(
+        DEADLINE,
+        tokio::io::AsyncReadExt::read_to_string(stdout, &mut printed),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(printed.contains("EVENT step second"), "{printed}");
+    assert!(
+        !printed.contains("EVENT step first"),
+        "the finished step ran again: {printed}"
+    );
+    let status = tokio::time::timeout(DEADLINE, b.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "B stopped with {status}");
     documents.stop().await;
 }

@@ -1,7 +1,9 @@
 //! A rollout of a module with jobs (two real module processes per
 //! generation, jobs declared with a served `JobHost`): a STAGED v2
 //! runs no job while v1 serves; at the cutover v1's run in flight is handed
-//! back and v2 finishes it, on its first attempt: no run lost or doubled.
+//! back and v2 finishes it, on its first attempt: no run lost or doubled; a
+//! workflow run caught in its second step resumes on v2 with its first
+//! step replayed, not run again, and no attempt spent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;
@@ -10,6 +12,7 @@ use abi_sdk::TokenSource;
 use abi_sdk::jobs::JobClient;
 use abi_sdk_e2e::World;
 use abi_test_support::{requests, wait_until};
+use abi_wire::workflows::field as wf;
 use serde_json::json;
 use tokio::process::{Child, Command};
 
@@ -79,17 +82,57 @@ async fn a_staged_generation_runs_no_job_and_takes_over_at_the_cutover() {
         );
     }
     let in_flight = job.trigger(json!({"block": true}), None).await.unwrap();
+    // And a workflow run in its second step (v1 blocks there), its first journaled.
+    let flow = JobClient::new(
+        async_nats::connect(world.nats.url()).await.unwrap(),
+        TokenSource::issued(requests::service_token(abi_sdk_e2e::SECRET, "api")),
+        &world.project,
+        BILLING,
+        "flow",
+    );
+    let workflow = flow.trigger(json!({}), None).await.unwrap();
+    let steps = || async {
+        abi_sdk::workflows::read_steps(flow.documents(), &world.project, workflow.run_id())
+            .await
+            .unwrap()
+    };
+    let field = |step: &abi_sdk::documents::Data, name: &str| step.get(name).cloned();
     wait_until(DEADLINE, || async {
         in_flight.status().await.unwrap().status == "RUNNING"
+            && steps().await.iter().any(|s| {
+                field(s, wf::KEY) == Some("second".into())
+                    && field(s, wf::STATUS) == Some("RUNNING".into())
+            })
     })
     .await
     .unwrap();
+    let first_before = steps()
+        .await
+        .into_iter()
+        .find(|s| field(s, wf::KEY) == Some("first".into()));
 
     // The rest of v2: the cutover; v1 drains and hands its run back.
     v2.push(spawn(&world, OTHER, "v2", false));
     let record = in_flight.wait(DEADLINE).await.unwrap();
     assert_eq!((record.status.as_str(), record.attempt), ("SUCCEEDED", 1));
     assert_ne!(record.to_json()["instance"], v1_instance);
+    let finished = workflow.wait(DEADLINE).await.unwrap();
+    assert_eq!(
+        (finished.status.as_str(), finished.attempt),
+        ("SUCCEEDED", 1),
+        "the cutover spent no attempt of the workflow: {:?}",
+        finished.to_json()
+    );
+    assert_eq!(finished.result, Some(json!({"sum": 3})));
+    let first_after = steps()
+        .await
+        .into_iter()
+        .find(|s| field(s, wf::KEY) == Some("first".into()));
+    assert!(first_before.is_some());
+    assert_eq!(
+        first_after, first_before,
+        "v2 replayed `first`, it did not run it again"
+    );
     for mut process in v1.drain(..) {
         let status = tokio::time::timeout(DEADLINE, process.wait())
             .await
