@@ -42,9 +42,9 @@ impl Status {
             wire::DEGRADED => Self::Degraded,
             wire::READY => Self::Ready,
             wire::DRAINING => Self::Draining,
-            "UNAVAILABLE" => Self::Unavailable,
-            "STOPPED" => Self::Stopped,
-            "DISABLED" => Self::Disabled,
+            wire::local::UNAVAILABLE => Self::Unavailable,
+            wire::local::STOPPED => Self::Stopped,
+            wire::local::DISABLED => Self::Disabled,
             _ => Self::Unknown,
         }
     }
@@ -57,10 +57,10 @@ impl Status {
             Self::Degraded => wire::DEGRADED,
             Self::Ready => wire::READY,
             Self::Draining => wire::DRAINING,
-            Self::Unavailable => "UNAVAILABLE",
-            Self::Stopped => "STOPPED",
-            Self::Disabled => "DISABLED",
-            Self::Unknown => "UNKNOWN",
+            Self::Unavailable => wire::local::UNAVAILABLE,
+            Self::Stopped => wire::local::STOPPED,
+            Self::Disabled => wire::local::DISABLED,
+            Self::Unknown => wire::local::UNKNOWN,
         }
     }
 

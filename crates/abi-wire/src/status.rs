@@ -14,3 +14,16 @@ pub const DRAINING: &str = "DRAINING";
 
 /// Every status, in lifecycle order.
 pub const ALL: [&str; 5] = [STARTING, STAGED, DEGRADED, READY, DRAINING];
+
+/// The statuses a module's SDK reports of itself beside the wire ones
+/// (never in the registry): what a caller of `Context::status` sees.
+pub mod local {
+    /// Its registration was lost (discovery unreachable, lease gone).
+    pub const UNAVAILABLE: &str = "UNAVAILABLE";
+    /// The module stopped.
+    pub const STOPPED: &str = "STOPPED";
+    /// Running without discovery.
+    pub const DISABLED: &str = "DISABLED";
+    /// A status this SDK does not know.
+    pub const UNKNOWN: &str = "UNKNOWN";
+}

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use abi_jobs::{JobClient, JobError, JobRun, RunHost};
+use abi_jobs::{JobClient, JobError, JobRun};
 use abi_pyjson::python_str_repr;
 use abi_wire::jobs::RunStatus;
 use abi_wire::workflows::{
@@ -48,14 +48,6 @@ pub fn encode_input<I: Serialize>(input: &I) -> Result<serde_json::Value, JobErr
 }
 
 impl FlowContext {
-    fn runtime(&self) -> Result<&RunHost, FlowError> {
-        self.job.host().ok_or_else(|| {
-            FlowError::Step(JobError::non_retryable(
-                "A FlowContext needs the runtime of its host",
-            ))
-        })
-    }
-
     fn refuse_self(&self, module_id: &str, workflow: &str) -> Result<(), FlowError> {
         let host = self.runtime()?;
         if module_id == host.module_id && workflow == self.job.job() {

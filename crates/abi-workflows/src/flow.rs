@@ -24,6 +24,9 @@ use crate::journal::{self, Finish};
 use crate::result::{StepResultError, encode_result};
 use crate::store::StepStore;
 
+/// Why a workflow handler or context cannot run off a host.
+pub(crate) const NO_RUNTIME: &str = "A FlowContext needs the runtime of its host";
+
 /// Local retries of one step: how many more tries follow a failure, and the
 /// first pause (doubling after each try; the reference's `backoff`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -305,14 +308,16 @@ impl FlowContext {
         Ok(Some(stored))
     }
 
+    /// The host running this attempt (its connection, documents, job).
+    pub(crate) fn runtime(&self) -> Result<&abi_jobs::RunHost, FlowError> {
+        self.job
+            .host()
+            .ok_or_else(|| FlowError::Step(JobError::non_retryable(NO_RUNTIME)))
+    }
+
     /// The JetStream context of the host's connection (claim checks).
     fn jetstream(&self) -> Result<async_nats::jetstream::Context, FlowError> {
-        let host = self.job.host().ok_or_else(|| {
-            FlowError::Step(JobError::non_retryable(
-                "A FlowContext needs the runtime of its host",
-            ))
-        })?;
-        Ok(async_nats::jetstream::new(host.nats.clone()))
+        Ok(async_nats::jetstream::new(self.runtime()?.nats.clone()))
     }
 
     /// The result of `key` stored as claim-check object `name`.

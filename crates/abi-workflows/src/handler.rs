@@ -63,9 +63,7 @@ where
         let (f, ensured, checks) = (self.f.clone(), self.ensured.clone(), self.checks.clone());
         Box::pin(async move {
             let Some(host) = cx.host().cloned() else {
-                return Err(JobError::non_retryable(
-                    "A FlowContext needs the runtime of its host",
-                ));
+                return Err(JobError::non_retryable(crate::flow::NO_RUNTIME));
             };
             let checks = checks.get_or_init(|| SchemaChecks::of(&host.spec));
             checks.input(cx.payload()).map_err(|refusal| {
