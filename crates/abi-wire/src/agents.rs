@@ -31,6 +31,10 @@ pub const MAX_ACTIVE_RUNS: usize = 200;
 /// Event data pushed inline up to this (and a quarter of `max_payload`);
 /// larger data is only announced by its part count.
 pub const INLINE_UPDATE_BYTES: usize = 32 * 1024;
+/// The error message of a run stopped by a cancel or a deadline.
+pub const STOPPED_MESSAGE: &str = "Execution stopped; completed side effects are not undone";
+/// The error message of a run whose handler failed.
+pub const FAILED_MESSAGE: &str = "Agent execution failed; inspect provider logs";
 /// Largest run record (its JSON text).
 pub const MAX_RECORD_BYTES: usize = 384 * 1024;
 /// Size of one stored fragment of event data or of the result.

@@ -158,6 +158,10 @@ pub mod field {
 /// Characters of a result's JSON a truncated `result` keeps.
 pub const RESULT_PREVIEW_CHARS: usize = 2000;
 
+/// The error of a run handed back by its host's shutdown (a deploy): RETRYING
+/// without spending the attempt, re-run by the next host.
+pub const HANDED_BACK: &str = "Handed back by host shutdown";
+
 /// The error of a run whose trigger expired before any host took it (a
 /// `FAILED` record with attempt 0, written by the caller that noticed; see
 /// the SDK's `JobRun::status`).

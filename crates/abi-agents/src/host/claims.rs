@@ -5,7 +5,7 @@
 //! to that conversation (the reference), and by every host's upkeep
 //! (`upkeep.rs`) as soon as the owner's lease ended.
 
-use abi_document_model::{Data, Document, Value};
+use abi_document_model::Document;
 use abi_wire::ErrorCode;
 use abi_wire::agents::field;
 use tracing::{info, warn};
@@ -23,9 +23,7 @@ pub(super) async fn acquire(
     claim_key: &str,
     invocation_key: &str,
 ) -> Result<Option<Document>, CallError> {
-    let mut claim = Data::new();
-    claim.insert(field::INVOCATION_KEY.into(), Value::from(invocation_key));
-    claim.insert(field::OWNER.into(), Value::from(shared.instance_id()));
+    let claim = record::claim(invocation_key, shared.instance_id());
     for _ in 0..TRIES {
         match shared
             .documents()

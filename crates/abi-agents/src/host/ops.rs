@@ -234,12 +234,7 @@ async fn answer(
                     &wire::part_id(&key, sequence, u64::from(part)),
                 )
                 .await?;
-            let data = match fragment.data.get(field::DATA) {
-                Some(abi_document_model::Value::Bytes(b)) => b.clone(),
-                Some(abi_document_model::Value::String(s)) => s.clone().into_bytes(),
-                _ => Vec::new(),
-            };
-            return Ok(Answer::Data(data));
+            return Ok(Answer::Data(record::fragment_bytes(&fragment.data)));
         }
         Request::Cancel if !is_terminal(&record::status(&doc.data)) => {
             let Some(live) = shared.runs.get(&key) else {

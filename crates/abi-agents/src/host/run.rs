@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use abi_document_model::{Data, Datetime, Value};
+use abi_document_model::Data;
 use abi_proto::agent::v1 as apb;
 use abi_wire::agents::{self as wire, is_terminal};
 use futures::StreamExt as _;
@@ -21,13 +21,8 @@ use tracing::{debug, error, warn};
 
 use super::{Shared, writes};
 use crate::handler::{AgentEvent, InvocationContext};
-use crate::record;
+use crate::record::{self, Update};
 use abi_sdk_core::CallError;
-
-/// The message of a stopped run.
-const STOPPED: &str = "Execution stopped; completed side effects are not undone";
-/// The message of a failed run.
-const FAILED: &str = "Agent execution failed; inspect provider logs";
 
 /// The runs executing in this process.
 #[derive(Default)]
@@ -283,12 +278,7 @@ pub(crate) async fn cancel(shared: &Shared, run: &Run, reason: RunStatus) {
         *r = Some(reason);
     }
     run.context.cancelled.cancel();
-    let mut updates = Data::new();
-    updates.insert(
-        field::STATUS.into(),
-        Value::from(RunStatus::Cancelling.as_str()),
-    );
-    if let Err(err) = save(shared, run, updates).await {
+    if let Err(err) = save(shared, run, Update::Status(RunStatus::Cancelling)).await {
         debug!(error = %err, "CANCELLING not saved");
     }
     if !is_terminal(&record::status(&run.record.lock().await.data)) {
@@ -306,13 +296,21 @@ async fn execute(shared: &Shared, run: &Run, body: Body) {
         Ok(()) => Ok(()),
         Err(Stop::Cancelled) => {
             let reason = run.reason().unwrap_or(RunStatus::Cancelled);
-            save(shared, run, terminal(reason, reason.as_str(), STOPPED))
-                .await
-                .map_err(|e| e.to_string())
+            let ended = Update::Ended {
+                status: reason,
+                code: reason.as_str(),
+                message: wire::STOPPED_MESSAGE,
+            };
+            save(shared, run, ended).await.map_err(|e| e.to_string())
         }
-        Err(Stop::Failed(code)) => save(shared, run, terminal(RunStatus::Failed, &code, FAILED))
-            .await
-            .map_err(|e| e.to_string()),
+        Err(Stop::Failed(code)) => {
+            let ended = Update::Ended {
+                status: RunStatus::Failed,
+                code: &code,
+                message: wire::FAILED_MESSAGE,
+            };
+            save(shared, run, ended).await.map_err(|e| e.to_string())
+        }
     };
     run.ended.cancel();
     let completed = match finish {
@@ -359,14 +357,6 @@ async fn execute(shared: &Shared, run: &Run, body: Body) {
     }
 }
 
-fn terminal(status: RunStatus, code: &str, message: &str) -> Data {
-    let mut d = Data::new();
-    d.insert(field::STATUS.into(), Value::from(status.as_str()));
-    d.insert(field::ERROR_CODE.into(), Value::from(code));
-    d.insert(field::ERROR_MESSAGE.into(), Value::from(message));
-    d
-}
-
 async fn perform(shared: &Shared, run: &Run, body: Body) -> Result<(), Stop> {
     let result = match body {
         Body::Stream(mut stream) => {
@@ -398,13 +388,11 @@ async fn perform(shared: &Shared, run: &Run, body: Body) -> Result<(), Stop> {
         }
     };
     let parts = store_output(shared, run, 0, &result).await?;
-    let mut updates = Data::new();
-    updates.insert(
-        field::STATUS.into(),
-        Value::from(RunStatus::Succeeded.as_str()),
-    );
-    updates.insert(field::RESULT_PARTS.into(), Value::Int(parts));
-    save(shared, run, updates).await
+    let succeeded = Update::Succeeded {
+        result_parts: parts,
+        last_sequence: None,
+    };
+    save(shared, run, succeeded).await
 }
 
 fn handler_failure(e: crate::handler::HandlerError) -> Stop {
@@ -417,29 +405,17 @@ fn handler_failure(e: crate::handler::HandlerError) -> Stop {
 
 /// Merges `updates` into the record, compare-and-swap on the version this
 /// run last wrote (the run is the record's only writer while it executes).
-async fn save(shared: &Shared, run: &Run, updates: Data) -> Result<(), Stop> {
+async fn save(shared: &Shared, run: &Run, update: Update<'_>) -> Result<(), Stop> {
     let mut stored = run.record.lock().await;
-    let status = updates
-        .contains_key(field::STATUS)
-        .then(|| record::status(&updates));
-    if status.as_deref() == Some(RunStatus::Cancelling.as_str())
-        && is_terminal(&record::status(&stored.data))
-    {
+    let status = update.status();
+    if status == Some(RunStatus::Cancelling) && is_terminal(&record::status(&stored.data)) {
         return Ok(());
     }
-    if status.as_deref() == Some(RunStatus::Succeeded.as_str())
-        && run.context.cancelled.is_cancelled()
-    {
+    if status == Some(RunStatus::Succeeded) && run.context.cancelled.is_cancelled() {
         return Err(Stop::Cancelled);
     }
     let mut candidate = stored.data.clone();
-    candidate.extend(updates);
-    if status.as_deref().is_some_and(is_terminal) && !candidate.contains_key(field::FINISHED_AT) {
-        candidate.insert(
-            field::FINISHED_AT.into(),
-            Value::from(Datetime::now().isoformat()),
-        );
-    }
+    update.apply(&mut candidate, record::now);
     if record::json_size(&candidate) > wire::MAX_RECORD_BYTES {
         return Err(Stop::Failed(ErrorCode::OutputLimit.as_str().into()));
     }
@@ -459,8 +435,7 @@ async fn store_output(shared: &Shared, run: &Run, sequence: u64, text: &str) -> 
         bytes.chunks(wire::PART_BYTES).collect()
     };
     for (part, chunk) in chunks.iter().enumerate() {
-        let mut data = Data::new();
-        data.insert(field::DATA.into(), Value::Bytes(chunk.to_vec()));
+        let data = record::fragment(chunk);
         shared
             .documents()
             .put(
@@ -498,14 +473,11 @@ async fn invoke_committed(shared: &Shared, run: &Run, result: String) -> Result<
         event_documents(shared, run, last + 2, &done),
         store_output(shared, run, 0, &message.data),
     )?;
-    let mut updates = Data::new();
-    updates.insert(field::LAST_SEQUENCE.into(), Value::Int((last + 2) as i64));
-    updates.insert(
-        field::STATUS.into(),
-        Value::from(RunStatus::Succeeded.as_str()),
-    );
-    updates.insert(field::RESULT_PARTS.into(), Value::Int(result_parts));
-    save(shared, run, updates).await?;
+    let succeeded = Update::Succeeded {
+        result_parts,
+        last_sequence: Some((last + 2) as i64),
+    };
+    save(shared, run, succeeded).await?;
     run.touch();
     push_event(shared, run, last + 1, &message, message_parts).await;
     push_event(shared, run, last + 2, &done, done_parts).await;
@@ -523,9 +495,10 @@ async fn event_committed(shared: &Shared, run: &Run, event: &AgentEvent) -> Resu
     };
     let parts = event_documents(shared, run, sequence, event).await?;
     // The cursor moves only after every immutable fragment committed.
-    let mut updates = Data::new();
-    updates.insert(field::LAST_SEQUENCE.into(), Value::Int(sequence as i64));
-    save(shared, run, updates).await?;
+    let cursor = Update::Cursor {
+        last_sequence: sequence as i64,
+    };
+    save(shared, run, cursor).await?;
     run.touch();
     push_event(shared, run, sequence, event, parts).await;
     Ok(())
@@ -543,12 +516,7 @@ async fn event_documents(
         return Err(Stop::Failed(ErrorCode::InvalidStream.as_str().into()));
     }
     let parts = store_output(shared, run, sequence, &event.data).await?;
-    let mut manifest = Data::new();
-    manifest.insert(field::EVENT.into(), Value::from(event.event.as_str()));
-    manifest.insert(field::PARTS.into(), Value::Int(parts));
-    if event.chat_source == Some(false) {
-        manifest.insert(field::CHAT_SOURCE.into(), Value::Bool(false));
-    }
+    let manifest = record::manifest(&event.event, parts, event.chat_source);
     shared
         .documents()
         .put(

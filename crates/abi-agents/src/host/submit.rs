@@ -3,10 +3,10 @@
 //! process-wide lock.
 
 use abi_wire::ErrorCode;
-use abi_wire::agents::{RunStatus, field};
+use abi_wire::agents::RunStatus;
 use std::sync::Arc;
 
-use abi_document_model::{Data, Datetime, Document, Value};
+use abi_document_model::Document;
 use abi_proto::agent::v1 as apb;
 use abi_wire::agents as wire;
 
@@ -49,7 +49,16 @@ pub(super) async fn submit(
         .then(|| shared.runs.reserve(shared.options.max_active_runs))
         .flatten();
     machine::admit(closing, reservation.is_some()).map_err(Refusal::from)?;
-    let mut data = accepted(shared, name, &req, caller, &fingerprint);
+    let mut data = record::Accepted {
+        agent_name: name,
+        invocation_id: &req.invocation_id,
+        thread_id: &req.thread_id,
+        caller,
+        fingerprint: &fingerprint,
+        owner: shared.instance_id(),
+        submitted_at: &record::now(),
+    }
+    .to_data();
     let doc = match writes::create(shared, key, data.clone()).await {
         Ok(doc) => doc,
         Err(e) if e.kind() == CallErrorKind::VersionConflict => {
@@ -69,10 +78,7 @@ pub(super) async fn submit(
         );
         return Ok(writes::owner_write(shared, key, data, doc.version).await?);
     };
-    data.insert(
-        field::STATUS.into(),
-        Value::from(RunStatus::Running.as_str()),
-    );
+    record::Update::Status(RunStatus::Running).apply(&mut data, record::now);
     let doc = writes::owner_write(shared, key, data.clone(), doc.version).await?;
     let context = InvocationContext {
         invocation_id: req.invocation_id.clone(),
@@ -108,38 +114,4 @@ pub(super) async fn submit(
         },
     );
     Ok(doc)
-}
-
-/// The ACCEPTED record, field for field the reference's.
-fn accepted(
-    shared: &Shared,
-    name: &str,
-    req: &apb::SubmitRequest,
-    caller: &str,
-    fingerprint: &str,
-) -> Data {
-    let mut d = Data::new();
-    let text = |d: &mut Data, k: &str, v: &str| {
-        d.insert(k.into(), Value::from(v));
-    };
-    text(&mut d, field::AGENT_NAME, name);
-    text(&mut d, field::INVOCATION_ID, &req.invocation_id);
-    text(&mut d, field::THREAD_ID, &req.thread_id);
-    text(&mut d, field::CALLER, caller);
-    text(&mut d, field::FINGERPRINT, fingerprint);
-    text(&mut d, field::OWNER, shared.instance_id());
-    text(&mut d, field::STATUS, RunStatus::Accepted.as_str());
-    d.insert(field::EVENTS.into(), Value::List(Vec::new()));
-    d.insert(
-        field::OUTPUT_FORMAT.into(),
-        Value::Int(i64::from(wire::OUTPUT_FORMAT)),
-    );
-    d.insert(field::LAST_SEQUENCE.into(), Value::Int(0));
-    d.insert(field::RESULT_PARTS.into(), Value::Int(0));
-    text(&mut d, field::RESULT, "");
-    text(&mut d, field::ERROR_CODE, "");
-    text(&mut d, field::ERROR_MESSAGE, "");
-    text(&mut d, field::SUBMITTED_AT, &Datetime::now().isoformat());
-    text(&mut d, field::TRACE_ID, "");
-    d
 }

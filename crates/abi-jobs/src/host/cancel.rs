@@ -8,10 +8,10 @@
 //!
 //! Cancels are authenticated when signed ([`authorized`]).
 
-use abi_document_model::{Data, Value};
-use abi_wire::jobs::{self as wire, field};
+use abi_wire::jobs as wire;
 
 use super::machine::OnCancel;
+use super::recorded::{CancelledQueued, Change};
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use tracing::{info, warn};
 
@@ -96,8 +96,7 @@ async fn cancel(
         (OnCancel::Nothing, _) => return Ok(()),
         (OnCancel::CancelRetrying, Some(doc)) => {
             let mut data = doc.data;
-            data.insert(field::STATUS.into(), wire::CANCELLED.into());
-            data.insert(field::FINISHED_AT.into(), now.as_str().into());
+            Change::Cancelled { at: &now }.apply(&mut data);
             (data, doc.version)
         }
         (OnCancel::CancelRetrying, None) => return Ok(()),
@@ -110,28 +109,16 @@ async fn cancel(
                 Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(()),
                 Err(e) => return Err(e.into()),
             }
-            let mut data = Data::new();
-            for (k, v) in [
-                (field::CREATED_AT, Value::from(now.as_str())),
-                (field::JOB, job.spec.name().into()),
-                (field::RUN_ID, run_id.into()),
-                (field::MODULE_ID, shared.links.module_id.as_str().into()),
-                (field::STATUS, wire::CANCELLED.into()),
-                (field::ATTEMPT, Value::Int(0)),
-                (
-                    field::MAX_ATTEMPTS,
-                    Value::Int(i64::from(job.spec.attempts())),
-                ),
-                (field::INSTANCE, shared.links.instance_id.as_str().into()),
-                (
-                    field::SEQUENCE,
-                    Value::Int(i64::try_from(sequence).unwrap_or(i64::MAX)),
-                ),
-                (field::ERROR, "".into()),
-                (field::FINISHED_AT, now.as_str().into()),
-            ] {
-                data.insert(k.to_owned(), v);
+            let data = CancelledQueued {
+                job: job.spec.name(),
+                run_id,
+                module_id: &shared.links.module_id,
+                max_attempts: i64::from(job.spec.attempts()),
+                instance: &shared.links.instance_id,
+                sequence,
+                at: &now,
             }
+            .to_data();
             (data, 0)
         }
     };

@@ -20,15 +20,12 @@ use super::ack::reply;
 use super::machine::{self, Decision, Facts};
 use super::record::logs;
 use super::record::{self, Fence, Saved};
-use super::recorded::Started;
+use super::recorded::{Change, Ended, Started};
 use super::supervise::{Outcome, supervise};
 use super::{Job, Shared};
 use crate::JobContext;
 use crate::time::{fired_at, iso_after, now_iso};
 use abi_sdk_core::documents::json::to_doc;
-
-/// The error a handed-back run's record shows until it runs again.
-pub const HANDED_BACK: &str = "Handed back by host shutdown";
 
 fn backoff(shared: &Shared, attempt: u32) -> Duration {
     backoff_delay(
@@ -357,17 +354,15 @@ async fn run_attempt(
             warn!(run_id = %run_id, "job run taken over by another attempt; its record is left alone");
         }
         Outcome::HandBack => {
-            let mut fields = Data::new();
-            fields.insert(field::STATUS.into(), RunStatus::Retrying.as_str().into());
-            fields.insert(field::ATTEMPT.into(), Value::Int(attempt - 1));
-            fields.insert(field::ERROR.into(), HANDED_BACK.into());
-            fields.insert(field::RETRY_AT.into(), now_iso().into());
-            fields.insert(field::HEARTBEAT_AT.into(), now_iso().into());
-            fields.insert(field::LOGS.into(), logs(&cx));
-            if msg.reply.is_none() {
-                // Re-driven here: released to any host's upkeep.
-                fields.insert(field::RETRY_OWNER.into(), "".into());
+            let fields = Change::HandedBack {
+                attempt: attempt - 1,
+                logs: logs(&cx),
+                at: &now_iso(),
+                // Re-driven here (no delivery to nak): released to any host's
+                // upkeep.
+                release_owner: msg.reply.is_none(),
             }
+            .fields();
             match record::save(shared, run_id, &fields, &mut fence).await {
                 Ok(Saved::Written) => reply(shared, msg, Ack::Nak(None)).await,
                 Ok(Saved::Fenced) => {}
@@ -458,31 +453,21 @@ async fn finish(
         max_attempts: job.spec.attempts(),
         expires_before_retry: expires_within(msg, stored_nanos, retry_delay),
     });
-    let (status, error) = (becomes.status, becomes.error);
-    let mut fields = Data::new();
-    fields.insert(field::STATUS.into(), status.as_str().into());
-    fields.insert(field::LOGS.into(), logs(cx));
-    fields.insert(field::ERROR.into(), error.into());
-    if status == RunStatus::Retrying {
-        fields.insert(field::RETRY_AT.into(), iso_after(retry_delay).into());
-        fields.insert(
-            field::RETRY_OWNER.into(),
-            shared.links.instance_id.as_str().into(),
-        );
-    }
-    if status.is_terminal() {
-        fields.insert(field::FINISHED_AT.into(), now_iso().into());
-    }
-    if matches!(status, RunStatus::Succeeded | RunStatus::Skipped) {
-        let value = result.unwrap_or(serde_json::Value::Null);
-        fields.insert(field::RESULT.into(), result_value(&value));
-    }
-    if status == RunStatus::Skipped {
-        fields.insert(
-            field::SKIP_REASON.into(),
-            cx.skipped().unwrap_or_default().into(),
-        );
-    }
+    let status = becomes.status;
+    let now = now_iso();
+    let skipped = cx.skipped().unwrap_or_default();
+    let fields = Change::Ended(Ended {
+        status,
+        error: &becomes.error,
+        logs: logs(cx),
+        retry: (status == RunStatus::Retrying)
+            .then(|| (iso_after(retry_delay), shared.links.instance_id.as_str())),
+        finished_at: status.is_terminal().then_some(now.as_str()),
+        result: matches!(status, RunStatus::Succeeded | RunStatus::Skipped)
+            .then(|| result_value(&result.unwrap_or(serde_json::Value::Null))),
+        skip_reason: (status == RunStatus::Skipped).then_some(skipped.as_str()),
+    })
+    .fields();
     // Keep the delivery (heartbeats) until the completion is stored: acking
     // first could lose it, nak'ing would run it again.
     loop {

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use tracing::{info, warn};
 
 use super::machine::Lost;
+use super::recorded::Change;
 use super::{Job, JobHostError, Shared};
 use abi_sdk_core::CallErrorKind;
 
@@ -60,9 +61,11 @@ pub(super) async fn reap(shared: &Arc<Shared>, jobs: &[Job]) -> Result<usize, Jo
                 continue;
             };
             let mut data = doc.data.clone();
-            data.insert(field::STATUS.into(), wire::FAILED.into());
-            data.insert(field::ERROR.into(), error.into());
-            data.insert(field::FINISHED_AT.into(), now_iso.as_str().into());
+            Change::Reaped {
+                error: &error,
+                at: &now_iso,
+            }
+            .apply(&mut data);
             match shared
                 .links
                 .documents

@@ -6,7 +6,7 @@
 //! peer's) are kept as they are.
 
 use abi_document_model::{Data, Value};
-use abi_wire::jobs::{RunStatus, field};
+use abi_wire::jobs::{HANDED_BACK, RunStatus, field};
 
 /// The record an attempt writes when it starts (RUNNING), field for field
 /// the reference's.
@@ -50,6 +50,159 @@ impl Started<'_> {
             (field::HEARTBEAT_AT, text(self.started_at)),
             (field::TRACE_ID, text("")),
             (field::ERROR, text("")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+}
+
+/// A write over an existing record: the fields it sets, every other field
+/// kept as stored. Each variant is one of the host's writes, field for field
+/// the reference's where it has the same write.
+#[derive(Debug, Clone)]
+pub(super) enum Change<'a> {
+    /// A RUNNING attempt's heartbeat, with its logs so far.
+    Heartbeat { logs: Value, at: &'a str },
+    /// An attempt handed back by a host's shutdown: RETRYING now, its attempt
+    /// not spent (`attempt` is the count before it started).
+    HandedBack {
+        attempt: i64,
+        logs: Value,
+        at: &'a str,
+        /// Whether any host's upkeep may re-drive it (the record names no
+        /// owner), as when this host re-drove it itself.
+        release_owner: bool,
+    },
+    /// An attempt's end, as [`super::machine::on_outcome`] decided it.
+    Ended(Ended<'a>),
+    /// A RETRYING run cancelled before its next attempt.
+    Cancelled { at: &'a str },
+    /// A run whose owner was lost, failed by the reaper with `error`.
+    Reaped { error: &'a str, at: &'a str },
+    /// A RETRYING run taken over by host `owner`, due now.
+    RetryTakenOver { owner: &'a str, at: &'a str },
+}
+
+/// What an ended attempt writes.
+#[derive(Debug, Clone)]
+pub(super) struct Ended<'a> {
+    pub(super) status: RunStatus,
+    pub(super) error: &'a str,
+    pub(super) logs: Value,
+    /// When RETRYING: when the next attempt is due and the host re-driving it.
+    pub(super) retry: Option<(String, &'a str)>,
+    /// When terminal: the time it ended.
+    pub(super) finished_at: Option<&'a str>,
+    /// When SUCCEEDED or SKIPPED: the stored result (a preview past the cap).
+    pub(super) result: Option<Value>,
+    /// When SKIPPED: the reason the handler gave.
+    pub(super) skip_reason: Option<&'a str>,
+}
+
+impl Change<'_> {
+    /// The fields this write sets.
+    pub(super) fn fields(self) -> Data {
+        let mut data = Data::new();
+        self.apply(&mut data);
+        data
+    }
+
+    /// Sets this write's fields over `data`.
+    pub(super) fn apply(self, data: &mut Data) {
+        let mut set = |key: &str, value: Value| {
+            data.insert(key.to_owned(), value);
+        };
+        let text = |v: &str| Value::String(v.to_owned());
+        match self {
+            Change::Heartbeat { logs, at } => {
+                set(field::LOGS, logs);
+                set(field::HEARTBEAT_AT, text(at));
+            }
+            Change::HandedBack {
+                attempt,
+                logs,
+                at,
+                release_owner,
+            } => {
+                set(field::STATUS, text(RunStatus::Retrying.as_str()));
+                set(field::ATTEMPT, Value::Int(attempt));
+                set(field::ERROR, text(HANDED_BACK));
+                set(field::RETRY_AT, text(at));
+                set(field::HEARTBEAT_AT, text(at));
+                set(field::LOGS, logs);
+                if release_owner {
+                    set(field::RETRY_OWNER, text(""));
+                }
+            }
+            Change::Ended(end) => {
+                set(field::STATUS, text(end.status.as_str()));
+                set(field::LOGS, end.logs);
+                set(field::ERROR, text(end.error));
+                if let Some((due, owner)) = end.retry {
+                    set(field::RETRY_AT, Value::String(due));
+                    set(field::RETRY_OWNER, text(owner));
+                }
+                if let Some(at) = end.finished_at {
+                    set(field::FINISHED_AT, text(at));
+                }
+                if let Some(result) = end.result {
+                    set(field::RESULT, result);
+                }
+                if let Some(reason) = end.skip_reason {
+                    set(field::SKIP_REASON, text(reason));
+                }
+            }
+            Change::Cancelled { at } => {
+                set(field::STATUS, text(RunStatus::Cancelled.as_str()));
+                set(field::FINISHED_AT, text(at));
+            }
+            Change::Reaped { error, at } => {
+                set(field::STATUS, text(RunStatus::Failed.as_str()));
+                set(field::ERROR, text(error));
+                set(field::FINISHED_AT, text(at));
+            }
+            Change::RetryTakenOver { owner, at } => {
+                set(field::STATUS, text(RunStatus::Retrying.as_str()));
+                set(field::RETRY_OWNER, text(owner));
+                set(field::RETRY_AT, text(at));
+            }
+        }
+    }
+}
+
+/// The record a cancel writes for a run that never started (its trigger
+/// still queued): CANCELLED at attempt 0.
+#[derive(Debug, Clone)]
+pub(super) struct CancelledQueued<'a> {
+    pub(super) job: &'a str,
+    pub(super) run_id: &'a str,
+    pub(super) module_id: &'a str,
+    pub(super) max_attempts: i64,
+    pub(super) instance: &'a str,
+    pub(super) sequence: u64,
+    pub(super) at: &'a str,
+}
+
+impl CancelledQueued<'_> {
+    /// The record's fields.
+    pub(super) fn to_data(&self) -> Data {
+        let text = |v: &str| Value::String(v.to_owned());
+        [
+            (field::CREATED_AT, text(self.at)),
+            (field::JOB, text(self.job)),
+            (field::RUN_ID, text(self.run_id)),
+            (field::MODULE_ID, text(self.module_id)),
+            (field::STATUS, text(RunStatus::Cancelled.as_str())),
+            (field::ATTEMPT, Value::Int(0)),
+            (field::MAX_ATTEMPTS, Value::Int(self.max_attempts)),
+            (field::INSTANCE, text(self.instance)),
+            (
+                field::SEQUENCE,
+                Value::Int(i64::try_from(self.sequence).unwrap_or(i64::MAX)),
+            ),
+            (field::ERROR, text("")),
+            (field::FINISHED_AT, text(self.at)),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
@@ -185,6 +338,148 @@ mod tests {
         assert_eq!((view.fired_at, view.last_seen()), ("F", "S"));
         assert_eq!(view.trigger_sequence("ingest:1"), Some(7));
         assert_eq!(view.retry_owner, None, "a start names no retry owner");
+    }
+
+    fn keys(change: Change<'_>) -> Vec<String> {
+        change.fields().into_keys().collect()
+    }
+
+    #[test]
+    fn each_write_sets_exactly_its_fields() {
+        let logs = || Value::List(vec![]);
+        let ended = |status, retry: bool, terminal: bool| Ended {
+            status,
+            error: "",
+            logs: logs(),
+            retry: retry.then(|| ("R".to_owned(), "me")),
+            finished_at: terminal.then_some("F"),
+            result: None,
+            skip_reason: None,
+        };
+        let table: [(Change<'_>, &[&str]); 8] = [
+            (
+                Change::Heartbeat {
+                    logs: logs(),
+                    at: "T",
+                },
+                &["heartbeat_at", "logs"],
+            ),
+            (
+                Change::HandedBack {
+                    attempt: 1,
+                    logs: logs(),
+                    at: "T",
+                    release_owner: false,
+                },
+                &[
+                    "attempt",
+                    "error",
+                    "heartbeat_at",
+                    "logs",
+                    "retry_at",
+                    "status",
+                ],
+            ),
+            (
+                Change::HandedBack {
+                    attempt: 1,
+                    logs: logs(),
+                    at: "T",
+                    release_owner: true,
+                },
+                &[
+                    "attempt",
+                    "error",
+                    "heartbeat_at",
+                    "logs",
+                    "retry_at",
+                    "retry_owner",
+                    "status",
+                ],
+            ),
+            (
+                Change::Ended(ended(RunStatus::Retrying, true, false)),
+                &["error", "logs", "retry_at", "retry_owner", "status"],
+            ),
+            (
+                Change::Ended(Ended {
+                    result: Some(Value::Int(1)),
+                    skip_reason: Some("why"),
+                    ..ended(RunStatus::Skipped, false, true)
+                }),
+                &[
+                    "error",
+                    "finished_at",
+                    "logs",
+                    "result",
+                    "skip_reason",
+                    "status",
+                ],
+            ),
+            (Change::Cancelled { at: "T" }, &["finished_at", "status"]),
+            (
+                Change::Reaped {
+                    error: "lost",
+                    at: "T",
+                },
+                &["error", "finished_at", "status"],
+            ),
+            (
+                Change::RetryTakenOver {
+                    owner: "me",
+                    at: "T",
+                },
+                &["retry_at", "retry_owner", "status"],
+            ),
+        ];
+        for (change, want) in table {
+            let label = format!("{change:?}");
+            assert_eq!(keys(change), want, "{label}");
+        }
+        let mut data = Data::new();
+        data.insert(field::JOB.into(), Value::from("kept"));
+        Change::Reaped {
+            error: "lost",
+            at: "T",
+        }
+        .apply(&mut data);
+        let view = Recorded::of(&data);
+        assert_eq!(view.status, Some(RunStatus::Failed));
+        assert_eq!(
+            data.get(field::JOB),
+            Some(&Value::from("kept")),
+            "other fields stay"
+        );
+        let handed = Change::HandedBack {
+            attempt: 2,
+            logs: logs(),
+            at: "T",
+            release_owner: true,
+        }
+        .fields();
+        let view = Recorded::of(&handed);
+        assert_eq!(
+            (view.status, view.attempt),
+            (Some(RunStatus::Retrying), Some(2))
+        );
+        assert_eq!((view.retry_owner, view.retry_due()), (Some(""), "T"));
+        assert_eq!(handed.get(field::ERROR), Some(&Value::from(HANDED_BACK)));
+        let queued = CancelledQueued {
+            job: "j",
+            run_id: "j:3",
+            module_id: "m",
+            max_attempts: 3,
+            instance: "i",
+            sequence: 3,
+            at: "T",
+        }
+        .to_data();
+        let view = Recorded::of(&queued);
+        assert_eq!(
+            (view.status, view.attempt),
+            (Some(RunStatus::Cancelled), Some(0))
+        );
+        assert_eq!(view.trigger_sequence("j:3"), Some(3));
     }
 
     #[test]

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::delivery::{self, Meta, Prior};
-use super::recorded::Recorded;
+use super::recorded::{Change, Recorded};
 use super::retry_queue::Due;
 use super::{Job, JobHostError, Shared, machine, record};
 use crate::time::now_iso;
@@ -217,9 +217,11 @@ pub(super) async fn take_over(
         .unwrap_or_default()
         .to_owned();
     let mut data = doc.data.clone();
-    data.insert(field::STATUS.into(), wire::RETRYING.into());
-    data.insert(OWNER.into(), me.into());
-    data.insert(field::RETRY_AT.into(), now_iso.into());
+    Change::RetryTakenOver {
+        owner: me,
+        at: &now_iso,
+    }
+    .apply(&mut data);
     match shared
         .links
         .documents

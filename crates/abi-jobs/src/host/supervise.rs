@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use abi_document_model::Data;
-use abi_wire::jobs::{Ack, RunStatus, field};
+use abi_wire::jobs::{Ack, RunStatus};
 use async_nats::jetstream::Message;
 use tokio::time::Instant;
 use tracing::warn;
@@ -13,6 +12,7 @@ use tracing::warn;
 use super::ack::reply;
 use super::record::logs;
 use super::record::{self, Fence, Saved};
+use super::recorded::Change;
 use super::runs::Control;
 use super::{Job, Shared};
 use crate::time::now_iso;
@@ -64,9 +64,7 @@ pub(super) async fn supervise(
             joined = &mut work => break joined,
             _ = ticker.tick() => {
                 reply(shared, msg, Ack::Progress).await;
-                let mut fields = Data::new();
-                fields.insert(field::LOGS.into(), logs(cx));
-                fields.insert(field::HEARTBEAT_AT.into(), now_iso().into());
+                let fields = Change::Heartbeat { logs: logs(cx), at: &now_iso() }.fields();
                 match record::save(shared, run_id, &fields, fence).await {
                     Ok(Saved::Written) => {}
                     Ok(Saved::Fenced) => {
