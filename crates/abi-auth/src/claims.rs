@@ -83,6 +83,12 @@ pub(crate) fn verify(
     audience: Option<&str>,
     now: SystemTime,
 ) -> Result<String, AuthError> {
+    let claims = verify_signature(token, secret)?;
+    check_verified(&claims, audience, now)
+}
+
+/// The claims of `token` once its signature checks (no claim checked yet).
+pub(crate) fn verify_signature(token: &str, secret: &str) -> Result<Map<String, Value>, AuthError> {
     let header = jsonwebtoken::decode_header(token).map_err(|_| InvalidToken::Malformed)?;
     let key: Cow<'_, str> = if header.kid.as_deref() == Some(MODULE_KEY_ID) {
         // Read unverified only to learn whose key checks the signature.
@@ -105,8 +111,18 @@ pub(crate) fn verify(
             ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => InvalidToken::BadSignature,
             _ => InvalidToken::Malformed,
         })?;
-    check_claims(&data.claims, audience, now)?;
-    match data.claims.get("sub") {
+    Ok(data.claims)
+}
+
+/// The identity of a token whose signature checked, once its claims hold at
+/// `now` for `audience`.
+pub(crate) fn check_verified(
+    claims: &Map<String, Value>,
+    audience: Option<&str>,
+    now: SystemTime,
+) -> Result<String, AuthError> {
+    check_claims(claims, audience, now)?;
+    match claims.get("sub") {
         Some(Value::String(sub)) if !sub.is_empty() => Ok(sub.clone()),
         _ => Err(InvalidToken::Subject.into()),
     }

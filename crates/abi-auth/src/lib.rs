@@ -20,11 +20,13 @@
 mod claims;
 mod error;
 mod keys;
+mod verifier;
 
 use std::time::{Duration, SystemTime};
 
 pub use error::{AuthError, InvalidToken};
 pub use keys::{is_first_party, module_key};
+pub use verifier::{REMEMBERED_TOKENS, Verifier};
 
 /// The NATS header carrying the caller's token.
 pub use abi_wire::AUTH_HEADER;

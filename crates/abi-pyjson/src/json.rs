@@ -63,6 +63,34 @@ pub fn parse(text: &str) -> Result<Json, JsonError> {
     Ok(value)
 }
 
+/// The text of the value of `key` in the JSON object `text` (the last one,
+/// when the key repeats, as [`parse`] keeps it), without building the
+/// object: the whole text is still checked as [`parse`] checks it, but only
+/// that key's value is there to be read. `None` when the object has no
+/// such key.
+///
+/// # Errors
+///
+/// [`JsonError`] when `text` is not JSON, or is JSON but not an object (at
+/// offset 0 then, after any whitespace).
+pub fn object_member<'a>(text: &'a str, key: &str) -> Result<Option<&'a str>, JsonError> {
+    let mut parser = Parser {
+        bytes: text.as_bytes(),
+        text,
+        pos: 0,
+    };
+    parser.whitespace();
+    if parser.bytes.get(parser.pos) != Some(&b'{') {
+        return Err(parser.error());
+    }
+    let found = parser.find_member(key)?;
+    parser.whitespace();
+    if parser.pos != parser.bytes.len() {
+        return Err(parser.error());
+    }
+    Ok(found)
+}
+
 /// Nesting deeper than this is refused rather than risk the stack; Python's
 /// own recursion limit is of the same order.
 const MAX_DEPTH: usize = 900;
@@ -73,7 +101,7 @@ struct Parser<'a> {
     pos: usize,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
     fn error(&self) -> JsonError {
         JsonError { offset: self.pos }
     }
@@ -160,6 +188,133 @@ impl Parser<'_> {
                 Some(b'}') => {
                     self.pos += 1;
                     return Ok(Json::Object(members));
+                }
+                _ => return Err(self.error()),
+            }
+        }
+    }
+
+    /// [`object_member`]'s walk of the object at `pos`.
+    fn find_member(&mut self, key: &str) -> Result<Option<&'a str>, JsonError> {
+        self.pos += 1;
+        let mut found = None;
+        self.whitespace();
+        if self.bytes.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+            return Ok(None);
+        }
+        loop {
+            self.whitespace();
+            if self.bytes.get(self.pos) != Some(&b'"') {
+                return Err(self.error());
+            }
+            let key_at = self.pos;
+            self.skip_string()?;
+            let raw_key = &self.text[key_at + 1..self.pos - 1];
+            let matches = if raw_key.contains('\\') {
+                let end = self.pos;
+                self.pos = key_at;
+                let decoded = self.string()?;
+                self.pos = end;
+                decoded == key
+            } else {
+                raw_key == key
+            };
+            self.whitespace();
+            if self.bytes.get(self.pos) != Some(&b':') {
+                return Err(self.error());
+            }
+            self.pos += 1;
+            self.whitespace();
+            let value_at = self.pos;
+            self.skip_value(1)?;
+            if matches {
+                found = Some(&self.text[value_at..self.pos]);
+            }
+            self.whitespace();
+            match self.bytes.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(found);
+                }
+                _ => return Err(self.error()),
+            }
+        }
+    }
+
+    /// Checks the value at `pos` as [`Parser::value`] does and steps over
+    /// it, building nothing.
+    fn skip_value(&mut self, depth: usize) -> Result<(), JsonError> {
+        if depth > MAX_DEPTH {
+            return Err(self.error());
+        }
+        let close = match self.bytes.get(self.pos) {
+            Some(b'"') => return self.skip_string(),
+            Some(b'[') => b']',
+            Some(b'{') => b'}',
+            _ => return self.value(depth).map(drop),
+        };
+        self.pos += 1;
+        self.whitespace();
+        if self.bytes.get(self.pos) == Some(&close) {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            self.whitespace();
+            if close == b'}' {
+                if self.bytes.get(self.pos) != Some(&b'"') {
+                    return Err(self.error());
+                }
+                self.skip_string()?;
+                self.whitespace();
+                if self.bytes.get(self.pos) != Some(&b':') {
+                    return Err(self.error());
+                }
+                self.pos += 1;
+                self.whitespace();
+            }
+            self.skip_value(depth + 1)?;
+            self.whitespace();
+            match self.bytes.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(&b) if b == close => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.error()),
+            }
+        }
+    }
+
+    /// Checks the string at `pos` as [`Parser::string`] does and steps over
+    /// it, building nothing.
+    fn skip_string(&mut self) -> Result<(), JsonError> {
+        self.pos += 1;
+        loop {
+            while let Some(&b) = self.bytes.get(self.pos) {
+                if b == b'"' || b == b'\\' || b < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            match self.bytes.get(self.pos) {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    let escape = *self.bytes.get(self.pos).ok_or_else(|| self.error())?;
+                    self.pos += 1;
+                    match escape {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'u' => {
+                            self.unicode_escape()?;
+                        }
+                        _ => return Err(self.error()),
+                    }
                 }
                 _ => return Err(self.error()),
             }
@@ -309,6 +464,41 @@ mod tests {
         assert!(parse("01").is_err());
         assert!(parse("1.").is_err());
         assert!(parse("NaN").is_err());
+    }
+
+    #[test]
+    fn finds_a_member_as_parse_reads_it() {
+        type Row = (&'static str, &'static str, Result<Option<&'static str>, ()>);
+        let table: [Row; 12] = [
+            (r#"{"a": 1, "b": [1, {"a": 2}]}"#, "a", Ok(Some("1"))),
+            (
+                r#"{"a": 1, "b": [1, {"a": 2}]}"#,
+                "b",
+                Ok(Some(r#"[1, {"a": 2}]"#)),
+            ),
+            (r#"{"a": 1}"#, "z", Ok(None)),
+            (r#"{}"#, "a", Ok(None)),
+            (r#" {"a": 1, "a": "x\"y"} "#, "a", Ok(Some(r#""x\"y""#))),
+            (r#"{"\u00e9": true}"#, "é", Ok(Some("true"))),
+            (r#"{"a\"b": null}"#, "a\"b", Ok(Some("null"))),
+            (r#"{"a": -1.5e3}"#, "a", Ok(Some("-1.5e3"))),
+            ("[1]", "a", Err(())),
+            (r#"{"a": 1,}"#, "a", Err(())),
+            (r#"{"a": "\ud800"}"#, "b", Err(())),
+            (r#"{"a": 1} x"#, "a", Err(())),
+        ];
+        for (text, key, want) in table {
+            let got = object_member(text, key).map_err(drop);
+            assert_eq!(got, want, "{text} / {key}");
+            assert_eq!(
+                got.is_ok(),
+                matches!(parse(text), Ok(Json::Object(_))),
+                "{text}"
+            );
+            if let (Ok(Json::Object(members)), Ok(found)) = (parse(text), got) {
+                assert_eq!(found.map(parse), members.get(key).cloned().map(Ok));
+            }
+        }
     }
 
     #[test]

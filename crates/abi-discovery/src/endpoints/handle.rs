@@ -40,7 +40,8 @@ pub struct Reply {
 #[derive(Debug)]
 pub struct Handler<B> {
     backend: B,
-    secret: Secret,
+    /// Checks tokens with the project secret, remembering those that checked.
+    verifier: abi_auth::Verifier,
     max_payload: usize,
 }
 
@@ -74,7 +75,7 @@ impl<B: Backend> Handler<B> {
     pub fn new(backend: B, secret: Secret, broker_max_payload: usize) -> Self {
         Self {
             backend,
-            secret,
+            verifier: abi_auth::Verifier::new(secret.expose()),
             max_payload: broker_max_payload.min(MAX_PAYLOAD_CAP),
         }
     }
@@ -146,7 +147,9 @@ impl<B: Backend> Handler<B> {
         let token = headers
             .and_then(|h| h.get(abi_auth::AUTH_HEADER))
             .map_or("", |v| v.as_str());
-        let owner = abi_auth::verify(token, self.secret.expose(), None)
+        let owner = self
+            .verifier
+            .verify(token, None)
             .map_err(|_| EdgeError::Unauthenticated)?;
         // An overflow upload is above the broker limit, so above this cap too.
         let overflowed = headers.is_some_and(|h| h.get(OVERFLOW_REQUEST_HEADER).is_some());
@@ -239,7 +242,8 @@ impl<B: Backend> Handler<B> {
     /// The identity of the caller a module asks about: its token must be bound to the
     /// instance asking, so one sent to another instance (or kept) is refused.
     fn caller(&self, caller_token: &str, instance_id: &str) -> Result<String, EdgeError> {
-        abi_auth::verify(caller_token, self.secret.expose(), Some(instance_id))
+        self.verifier
+            .verify(caller_token, Some(instance_id))
             .map_err(|_| EdgeError::Unauthenticated)
     }
 }

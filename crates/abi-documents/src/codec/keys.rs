@@ -106,6 +106,16 @@ fn integer_json(text: String) -> Json {
 ///
 /// When `raw` is not a JSON object.
 pub fn sqlite_field(raw: &str, key: &str) -> Result<Option<String>, String> {
+    // Every put evaluates this once per indexed field: only that member is
+    // parsed, the rest of the document is stepped over.
+    if let Ok(found) = abi_pyjson::object_member(raw, key) {
+        return match found.map(json::parse) {
+            None => Ok(None),
+            Some(Ok(value)) => Ok(Some(dumps(&value))),
+            Some(Err(e)) => Err(format!("document_field: {e}")),
+        };
+    }
+    // Not a JSON object: the full parse says why, as it always did.
     match json::parse(raw) {
         Ok(Json::Object(mut members)) => Ok(members.remove(key).map(|v| dumps(&v))),
         Ok(_) => Err("document_field: stored data is not an object".to_owned()),
@@ -194,5 +204,30 @@ pub fn sqlite_bytes_key(encoded: Option<&str>) -> Result<String, String> {
         Some(text) => base64_decode(text)
             .map(hex::encode)
             .ok_or_else(|| "document_bytes_key: invalid base64".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_reads_as_the_whole_parse_reads_it() {
+        let stored = r#"{"status": "RUNNING", "n": 1.5, "nested": {"status": "x"}, "$$t": [1, 2]}"#;
+        let whole = |key: &str| match json::parse(stored) {
+            Ok(Json::Object(mut members)) => members.remove(key).map(|v| dumps(&v)),
+            _ => None,
+        };
+        for key in ["status", "n", "nested", "$$t", "missing"] {
+            assert_eq!(sqlite_field(stored, key), Ok(whole(key)), "{key}");
+        }
+        assert_eq!(
+            sqlite_field("[1]", "a"),
+            Err("document_field: stored data is not an object".to_owned())
+        );
+        assert!(
+            sqlite_field("{\"a\": ", "a")
+                .is_err_and(|e| e.starts_with("document_field: invalid JSON"))
+        );
     }
 }

@@ -16,4 +16,4 @@ pub use keys::{
     ValueKind, base64_decode, equality_key, number_text, sqlite_bytes_key, sqlite_field,
     sqlite_json_key, sqlite_legacy_json_key, sqlite_numeric_text, value_json_key, value_sort_parts,
 };
-pub use storage::{PAYLOAD, TAG, decode, decode_data, encode, encode_data, storage_key};
+pub use storage::{PAYLOAD, TAG, as_stored, decode, decode_data, encode, encode_data, storage_key};

@@ -132,6 +132,28 @@ fn decode_members(members: &BTreeMap<String, Json>) -> Result<Data, DocumentErro
         .collect()
 }
 
+/// `data` as it reads back once stored, without the JSON in between: what
+/// [`decode_data`] gives for [`encode_data`] of it. Strings, bytes,
+/// datetimes (microseconds, UTC) and keys go through unchanged; only floats
+/// move (`-0.0` is stored as `0.0`, and the integral-float quirk of
+/// [`decode`]).
+pub fn as_stored(data: Data) -> Data {
+    data.into_iter()
+        .map(|(key, value)| (key, value_as_stored(value)))
+        .collect()
+}
+
+fn value_as_stored(value: Value) -> Value {
+    match value {
+        // A float pattern compares with `==`: `-0.0` matches too.
+        Value::Float(0.0) => Value::Float(0.0),
+        Value::Float(x) => decode_float(x),
+        Value::List(items) => Value::List(items.into_iter().map(value_as_stored).collect()),
+        Value::Object(data) => Value::Object(as_stored(data)),
+        other => other,
+    }
+}
+
 fn decode_float(x: f64) -> Value {
     // `integer != value` in Python compares exactly; an integral f64 below
     // 2^127 converts to i128 exactly.
@@ -143,4 +165,43 @@ fn decode_float(x: f64) -> Value {
         return Value::Int(integer);
     }
     Value::Float(x)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn as_stored_is_the_json_round_trip() {
+        let at = Datetime::from_unix_micros(1_700_000_000_123_456).expect("in range");
+        let nested = Data::from([
+            ("$t".to_owned(), Value::from("datetime")),
+            ("$$v".to_owned(), Value::Float(-0.0)),
+            ("big".to_owned(), Value::Float(1.0000000000000001e18)),
+        ]);
+        let values = [
+            Value::Null,
+            Value::Bool(true),
+            Value::Int(i64::MIN),
+            Value::Float(-0.0),
+            Value::Float(0.1),
+            Value::Float(1e300),
+            Value::Float(1.0000000000000001e18),
+            Value::Float(3.0),
+            Value::String("é\u{1F600}\"\n$t".to_owned()),
+            Value::Bytes(vec![0, 255, 10]),
+            Value::Datetime(at),
+            Value::List(vec![Value::Float(-0.0), Value::Object(nested.clone())]),
+            Value::Object(nested),
+        ];
+        for (n, value) in values.into_iter().enumerate() {
+            let data = Data::from([(format!("k{n}"), value.clone()), ("$x".to_owned(), value)]);
+            let text = abi_pyjson::dumps_default(&encode_data(&data));
+            let read_back =
+                decode_data(&abi_pyjson::parse(&text).expect("valid JSON")).expect("decodes");
+            assert_eq!(as_stored(data), read_back, "row {n}: {text}");
+        }
+    }
 }

@@ -66,6 +66,9 @@ pub struct Answer {
 pub struct Handler<S> {
     store: Arc<S>,
     config: HandlerConfig,
+    /// Checks callers' tokens with the config's secret, remembering those
+    /// that checked.
+    verifier: abi_auth::Verifier,
 }
 
 /// The message of an unauthenticated call (the reference's).
@@ -74,7 +77,12 @@ pub const UNAUTHENTICATED_MESSAGE: &str = "missing or invalid auth token";
 impl<S: DocumentStore> Handler<S> {
     /// A handler serving `store`.
     pub fn new(store: Arc<S>, config: HandlerConfig) -> Self {
-        Self { store, config }
+        let verifier = abi_auth::Verifier::new(config.secret.expose());
+        Self {
+            store,
+            config,
+            verifier,
+        }
     }
 
     /// The store served.
@@ -114,7 +122,7 @@ impl<S: DocumentStore> Handler<S> {
     {
         let Some(identity) = request
             .token
-            .and_then(|token| abi_auth::verify(token, self.config.secret.expose(), None).ok())
+            .and_then(|token| self.verifier.verify(token, None).ok())
         else {
             return refusal::<R>(ErrorCode::Unauthenticated, UNAUTHENTICATED_MESSAGE);
         };
@@ -144,6 +152,7 @@ impl<S: DocumentStore> Handler<S> {
                 .max_payload
                 .map(|limit| (limit / abi_wire::documents::PAGE_SHARE) as i64),
             max_payload: request.max_payload,
+            request_bytes: request.body.len(),
         };
         match op(self, call, decoded).await {
             Ok(reply) => Answer {
@@ -251,7 +260,9 @@ impl<S: DocumentStore> Handler<S> {
         validate_version(r.if_version)?;
         validate_name(&r.collection)?;
         validate_name(&r.id)?;
-        if let Some(limit) = call.max_payload {
+        if let Some(limit) = call.max_payload
+            && !reply_surely_fits(call.request_bytes, limit)
+        {
             check_put_reply_fits(&r.id, &data, limit)?;
         }
         let doc = self
@@ -353,6 +364,8 @@ struct Call {
     page_bytes: Option<i64>,
     /// The broker's max payload, when known: the largest reply.
     max_payload: Option<usize>,
+    /// The request's encoded size.
+    request_bytes: usize,
 }
 
 /// A refusal reply of `R`'s type: `code`, `message`, not retryable (as the
@@ -372,6 +385,23 @@ fn refusal<R: DocumentRpc>(code: ErrorCode, message: &str) -> Answer {
 
 /// The message of a put refused because its answer would not fit.
 pub const PUT_REPLY_TOO_LARGE: &str = "The stored document would not fit in the reply (the broker's max payload): nothing was stored; store less, or a storage reference";
+
+/// How many times its request's size a put's reply can be at most: a
+/// datetime grows most, from its shortest accepted form (`2026-01-02T03Z`,
+/// 16 bytes as a value) to its long one (32 characters, 34 bytes), about 2x.
+const REPLY_GROWTH: usize = 4;
+/// What a put's reply adds beyond its data: two long timestamps, the version
+/// and the framing.
+const REPLY_OVERHEAD_BYTES: usize = 256;
+
+/// Whether a put of `request_bytes` gives a reply within `limit` whatever it
+/// holds, so [`check_put_reply_fits`] need not build it to find out.
+fn reply_surely_fits(request_bytes: usize, limit: usize) -> bool {
+    request_bytes
+        .saturating_mul(REPLY_GROWTH)
+        .saturating_add(REPLY_OVERHEAD_BYTES)
+        <= limit
+}
 
 /// Refuses, before anything is stored, a put whose reply (the stored
 /// document: datetimes come back in their long form) would exceed `limit`
@@ -432,5 +462,82 @@ pub fn too_large(operation: Operation) -> Answer {
         Op::Find => refusal::<pb::FindRequest>(code, MESSAGE),
         Op::Count => refusal::<pb::CountRequest>(code, MESSAGE),
         Op::Namespaces => refusal::<pb::NamespacesRequest>(code, MESSAGE),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+
+    use super::*;
+    use abi_proto::document::v1::value::Kind;
+
+    #[test]
+    fn a_reply_is_never_more_than_its_bound_of_the_request() {
+        // The shortest forms of the values that grow most on the way back.
+        let shortest = [
+            "20260102",
+            "2026-01-02",
+            "2026-01-02T03Z",
+            "2026-01-02T03:04Z",
+            "2026-01-02T03:04:05Z",
+            "2026-01-02T03:04:05+01",
+            "2026-01-02T03:04:05+01:00",
+        ];
+        let mut tried = Vec::new();
+        for text in shortest {
+            let Ok(_) = Datetime::parse_iso(text) else {
+                continue;
+            };
+            tried.push(text);
+            for count in [1usize, 10, 1000] {
+                let fields = (0..count).map(|i| {
+                    let value = pb::Value {
+                        kind: Some(Kind::DatetimeValue(text.to_owned())),
+                    };
+                    (format!("{i}"), value)
+                });
+                let request = pb::PutRequest {
+                    namespace: "n".into(),
+                    collection: "c".into(),
+                    id: "i".into(),
+                    data: Some(pb::Data {
+                        fields: fields.collect(),
+                    }),
+                    ..Default::default()
+                };
+                let request_bytes = request.encoded_len();
+                let data =
+                    abi_document_model::pb::data_from_pb(&request.data.clone().unwrap_or_default())
+                        .expect("a valid document");
+                let longest = Datetime::from_unix_micros(Datetime::now().unix_micros() | 1)
+                    .unwrap_or_else(Datetime::now);
+                let reply = pb::PutResponse {
+                    document: Some(document_to_pb(&Document {
+                        id: request.id.clone(),
+                        data,
+                        created_at: longest,
+                        updated_at: longest,
+                        version: i64::MAX,
+                    })),
+                    ..Default::default()
+                };
+                assert!(
+                    reply.encoded_len() <= request_bytes * REPLY_GROWTH + REPLY_OVERHEAD_BYTES,
+                    "{text} x{count}: {} > bound of {request_bytes}",
+                    reply.encoded_len()
+                );
+                assert!(reply_surely_fits(
+                    request_bytes,
+                    reply.encoded_len() * 4 + 256
+                ));
+            }
+        }
+        assert!(
+            tried.contains(&"2026-01-02T03Z"),
+            "the shortest form: {tried:?}"
+        );
+        assert!(!reply_surely_fits(300_000, 1024 * 1024));
+        assert!(reply_surely_fits(200_000, 1024 * 1024));
     }
 }

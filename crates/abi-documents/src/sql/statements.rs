@@ -7,6 +7,12 @@ use super::params::{SqlParam, Statement};
 
 /// The columns every document read returns, in this order.
 pub const DOCUMENT_COLUMNS: &str = "id, data, created_at, updated_at, version";
+/// What a put returns on SQLite: the row's stamps, not its data. SQLite
+/// keeps the JSON text as given, so the data that comes back is the data
+/// sent (in its stored form, `codec::as_stored`) and need not be read and
+/// parsed again; PostgreSQL's JSONB may rewrite numbers, so a put there
+/// returns [`DOCUMENT_COLUMNS`].
+pub const PUT_STAMP_COLUMNS: &str = "created_at, updated_at, version";
 
 /// The row lock a catalog read takes on PostgreSQL (SQLite has none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,8 +154,8 @@ impl Compiler<'_> {
 
     /// Writes a document and returns its row; no row means a version
     /// conflict. `if_version`: `None` upserts, `Some(0)` only inserts,
-    /// `Some(n)` updates version `n` only.
-    #[allow(clippy::too_many_arguments)]
+    /// `Some(n)` updates version `n` only. Returns [`DOCUMENT_COLUMNS`] on
+    /// PostgreSQL, [`PUT_STAMP_COLUMNS`] on SQLite.
     pub fn put(
         &self,
         namespace: &str,
@@ -203,7 +209,11 @@ impl Compiler<'_> {
             }
         };
         sql.push_str(" RETURNING ");
-        sql.push_str(DOCUMENT_COLUMNS);
+        sql.push_str(if self.pg() {
+            DOCUMENT_COLUMNS
+        } else {
+            PUT_STAMP_COLUMNS
+        });
         Statement::new(sql, p)
     }
 

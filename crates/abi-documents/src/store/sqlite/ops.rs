@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension, Row, ToSql};
 
 use super::connection::{COLLECTIONS_TABLE, DOCUMENTS_TABLE, SqliteQuote};
 use super::error::Translate;
-use crate::codec::{decode_data, dumps, encode_data, parse};
+use crate::codec::{as_stored, decode_data, dumps, encode_data, parse};
 use crate::sql::{
     CatalogLock, Compiler, Dialect, FindPlan, SqlParam, Statement, merge_spec, parse_spec,
     spec_json, within_budget,
@@ -67,6 +67,12 @@ fn document(row: &Row<'_>) -> rusqlite::Result<Result<Document, DocumentError>> 
             version,
         })
     })())
+}
+
+/// A put's answer from a row of [`crate::sql::statements::PUT_STAMP_COLUMNS`]
+/// and the data it stored.
+fn put_stamps(row: &Row<'_>) -> rusqlite::Result<(String, String, i64)> {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
 }
 
 impl Shared {
@@ -239,22 +245,28 @@ impl Shared {
         namespace: &str,
         collection: &str,
         id: &str,
-        data: &Data,
+        data: Data,
         if_version: Option<i64>,
     ) -> Result<Document, DocumentError> {
         let spec = self.require_collection(conn, namespace, collection)?;
-        validate_data(data, Some(&spec))?;
-        let raw = dumps(&encode_data(data));
+        validate_data(&data, Some(&spec))?;
+        let raw = dumps(&encode_data(&data));
         let now = Datetime::now().isoformat_micros();
         let statement = self
             .compiler()
             .put(namespace, collection, id, &raw, &now, if_version);
         let row = conn
             .prepare_cached(&statement.sql)
-            .and_then(|mut s| s.query_row(bound(&statement), document).optional())
+            .and_then(|mut s| s.query_row(bound(&statement), put_stamps).optional())
             .translated()?;
         match row {
-            Some(document) => document,
+            Some((created, updated, version)) => Ok(Document {
+                id: id.to_owned(),
+                data: as_stored(data),
+                created_at: Datetime::parse_iso(&created).map_err(|_| stored_error())?,
+                updated_at: Datetime::parse_iso(&updated).map_err(|_| stored_error())?,
+                version,
+            }),
             None => Err(DocumentError::VersionConflict(format!(
                 "Document {collection}/{id} does not have version {}",
                 if_version.map_or_else(|| "None".to_owned(), |v| v.to_string())
