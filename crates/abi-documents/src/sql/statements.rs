@@ -26,6 +26,24 @@ pub enum CatalogLock {
     None,
 }
 
+/// What a put writes: the document's address, its stored JSON text, the
+/// write time and the expected version.
+#[derive(Debug, Clone, Copy)]
+pub struct PutRow<'a> {
+    /// The namespace.
+    pub namespace: &'a str,
+    /// The collection.
+    pub collection: &'a str,
+    /// The document id.
+    pub id: &'a str,
+    /// The data as stored (`codec::dumps` of `codec::encode_data`).
+    pub raw: &'a str,
+    /// The write time, ISO with microseconds.
+    pub now: &'a str,
+    /// `None` upserts, `Some(0)` only inserts, `Some(n)` updates version `n`.
+    pub if_version: Option<i64>,
+}
+
 fn text(value: &str) -> SqlParam {
     SqlParam::Text(value.to_owned())
 }
@@ -156,15 +174,15 @@ impl Compiler<'_> {
     /// conflict. `if_version`: `None` upserts, `Some(0)` only inserts,
     /// `Some(n)` updates version `n` only. Returns [`DOCUMENT_COLUMNS`] on
     /// PostgreSQL, [`PUT_STAMP_COLUMNS`] on SQLite.
-    pub fn put(
-        &self,
-        namespace: &str,
-        collection: &str,
-        id: &str,
-        raw: &str,
-        now: &str,
-        if_version: Option<i64>,
-    ) -> Statement {
+    pub fn put(&self, row: &PutRow<'_>) -> Statement {
+        let PutRow {
+            namespace,
+            collection,
+            id,
+            raw,
+            now,
+            if_version,
+        } = *row;
         let mut p = self.params();
         let json = |p: &mut super::Params| {
             let placeholder = p.bind(SqlParam::Json(raw.to_owned()));
@@ -215,6 +233,64 @@ impl Compiler<'_> {
             PUT_STAMP_COLUMNS
         });
         Statement::new(sql, p)
+    }
+
+    /// PostgreSQL's put in one statement (one round trip, its own
+    /// transaction): the catalog row is read and share-locked as in a put's
+    /// transaction, and the document is written only if the collection's
+    /// spec is still `spec`, the one the data was checked against. Always one
+    /// row: the catalog's spec (NULL when the collection does not exist),
+    /// then [`DOCUMENT_COLUMNS`] of the written document (NULL when nothing
+    /// was written: another spec, no collection, or a version conflict).
+    pub fn put_if_spec(&self, row: &PutRow<'_>, spec: &str) -> Statement {
+        let PutRow {
+            namespace,
+            collection,
+            id,
+            raw,
+            now,
+            if_version,
+        } = *row;
+        let mut p = self.params();
+        let (a, b) = (p.bind(text(namespace)), p.bind(text(collection)));
+        let catalog = format!(
+            "SELECT spec FROM {} WHERE namespace = {a} AND name = {b} FOR SHARE",
+            self.collections
+        );
+        let wanted = p.bind(text(spec));
+        let data = format!("CAST({} AS JSONB)", p.bind(SqlParam::Json(raw.to_owned())));
+        let now = format!("CAST({} AS TIMESTAMPTZ)", p.bind(text(now)));
+        let (c, d, e) = (
+            p.bind(text(namespace)),
+            p.bind(text(collection)),
+            p.bind(text(id)),
+        );
+        let write = match if_version {
+            Some(version) if version > 0 => {
+                let v = p.bind(SqlParam::Int(version));
+                format!(
+                    "UPDATE {} SET data = {data}, updated_at = {now}, version = version + 1 WHERE namespace = {c} AND collection = {d} AND id = {e} AND version = {v} AND EXISTS (SELECT 1 FROM catalog WHERE catalog.spec = {wanted})",
+                    self.documents
+                )
+            }
+            _ => {
+                let conflict = if if_version == Some(0) {
+                    "DO NOTHING"
+                } else {
+                    "DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at, version = current.version + 1"
+                };
+                format!(
+                    "INSERT INTO {} AS current (namespace, collection, id, data, created_at, updated_at, version) SELECT CAST({c} AS TEXT), CAST({d} AS TEXT), CAST({e} AS TEXT), {data}, {now}, {now}, 1 FROM catalog WHERE catalog.spec = {wanted} ON CONFLICT (namespace, collection, id) {conflict}",
+                    self.documents
+                )
+            }
+        };
+        Statement::new(
+            format!(
+                "WITH catalog AS ({catalog}), written AS ({write} RETURNING {DOCUMENT_COLUMNS}) SELECT (SELECT spec FROM catalog), written.id, written.data, written.created_at, written.updated_at, written.version FROM (SELECT 1) AS one LEFT JOIN written ON TRUE"
+            ),
+            p,
+        )
     }
 
     /// One document's row.

@@ -33,6 +33,7 @@ mod error;
 mod schema;
 mod wire;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -50,8 +51,8 @@ use tokio_postgres::types::ToSql;
 
 use crate::codec::{decode_data, dumps, encode_data, parse};
 use crate::sql::{
-    CatalogLock, Compiler, Dialect, QuoteLiteral, Statement, merge_spec, parse_spec, spec_json,
-    within_budget,
+    CatalogLock, Compiler, Dialect, PutRow, QuoteLiteral, Statement, merge_spec, parse_spec,
+    spec_json, within_budget,
 };
 
 pub use error::{ADAPTER_MESSAGE, INIT_MESSAGE, STORAGE_MESSAGE, UNIQUE_MESSAGE, translate};
@@ -169,6 +170,8 @@ impl QuoteLiteral for PgQuote {
 /// operation takes a pooled connection for one transaction.
 pub struct PostgresStore {
     pool: Pool,
+    /// The collection specs last seen (one-statement puts).
+    specs: KnownSpecs,
     /// `"<schema>".abi_documents`.
     documents: String,
     /// `"<schema>".abi_document_collections`.
@@ -246,6 +249,7 @@ impl PostgresStore {
         let schema = postgres_protocol::escape::escape_identifier(&config.schema);
         let store = Self {
             pool,
+            specs: KnownSpecs::default(),
             documents: format!("{schema}.abi_documents"),
             collections: format!("{schema}.abi_document_collections"),
         };
@@ -356,16 +360,65 @@ fn read_data(text: &str) -> Result<Data, DocumentError> {
 
 /// A row of `id, data, created_at, updated_at, version`.
 fn document(row: &Row) -> Result<Document, DocumentError> {
-    let data: JsonText = column(row, 1)?;
-    let created_at: Timestamp = column(row, 2)?;
-    let updated_at: Timestamp = column(row, 3)?;
+    document_at(row, 0)
+}
+
+/// A document from the [`crate::sql::DOCUMENT_COLUMNS`] of `row` starting
+/// at column `first`.
+fn document_at(row: &Row, first: usize) -> Result<Document, DocumentError> {
+    let data: JsonText = column(row, first + 1)?;
+    let created_at: Timestamp = column(row, first + 2)?;
+    let updated_at: Timestamp = column(row, first + 3)?;
     Ok(Document {
-        id: column(row, 0)?,
+        id: column(row, first)?,
         data: read_data(&data.0)?,
         created_at: created_at.0,
         updated_at: updated_at.0,
-        version: column(row, 4)?,
+        version: column(row, first + 4)?,
     })
+}
+
+/// The answer for a collection that does not exist (the reference's).
+fn collection_not_found(namespace: &str, collection: &str) -> DocumentError {
+    DocumentError::CollectionNotFound(format!(
+        "Collection {namespace}.{collection} does not exist"
+    ))
+}
+
+/// How many specs a store remembers before it forgets them all.
+const KNOWN_SPECS: usize = 1024;
+/// How many times a put checks its data against a changed spec before it
+/// takes the catalog lock for the whole transaction instead.
+const PUT_SPEC_TRIES: usize = 3;
+
+/// The specs a store last saw, by namespace and collection: their stored
+/// text (what a one-statement put checks the catalog still holds) and its
+/// parse. A stale entry costs a retry, never a wrong answer.
+#[derive(Debug, Default)]
+struct KnownSpecs(std::sync::Mutex<HashMap<(String, String), (String, CollectionSpec)>>);
+
+impl KnownSpecs {
+    fn get(&self, namespace: &str, collection: &str) -> Option<(String, CollectionSpec)> {
+        let known = self.0.lock().ok()?;
+        known
+            .get(&(namespace.to_owned(), collection.to_owned()))
+            .cloned()
+    }
+
+    fn remember(&self, namespace: &str, collection: &str, text: String, spec: CollectionSpec) {
+        if let Ok(mut known) = self.0.lock() {
+            if known.len() >= KNOWN_SPECS {
+                known.clear();
+            }
+            known.insert((namespace.to_owned(), collection.to_owned()), (text, spec));
+        }
+    }
+
+    fn forget(&self, namespace: &str, collection: &str) {
+        if let Ok(mut known) = self.0.lock() {
+            known.remove(&(namespace.to_owned(), collection.to_owned()));
+        }
+    }
 }
 
 impl PostgresStore {
@@ -387,9 +440,7 @@ impl PostgresStore {
         .await?;
         match rows.first() {
             Some(row) => parse_spec(&column::<String>(row, 0)?),
-            None => Err(DocumentError::CollectionNotFound(format!(
-                "Collection {namespace}.{collection} does not exist"
-            ))),
+            None => Err(collection_not_found(namespace, collection)),
         }
     }
 
@@ -505,7 +556,9 @@ impl DocumentStore for PostgresStore {
             )
             .await?;
         }
-        tx.commit().await.translated()
+        tx.commit().await.translated()?;
+        self.specs.forget(namespace, &spec.name);
+        Ok(())
     }
 
     async fn drop_collection(
@@ -528,7 +581,9 @@ impl DocumentStore for PostgresStore {
             execute(&tx, &compiler.drop_index(&name)).await?;
         }
         execute(&tx, &compiler.delete_collection(namespace, collection)).await?;
-        tx.commit().await.translated()
+        tx.commit().await.translated()?;
+        self.specs.forget(namespace, collection);
+        Ok(())
     }
 
     async fn collections(&self, namespace: &str) -> Result<Vec<String>, DocumentError> {
@@ -583,17 +638,81 @@ impl DocumentStore for PostgresStore {
     ) -> Result<Document, DocumentError> {
         validate_name(id)?;
         validate_version(if_version)?;
+        validate_name(namespace)?;
+        validate_name(collection)?;
+        let raw = dumps(&encode_data(&data));
         let mut conn = self.connection().await?;
+        // One round trip when the spec is known: check the data against it,
+        // then write only if the catalog still holds it.
+        let mut known = self.specs.get(namespace, collection);
+        for _ in 0..PUT_SPEC_TRIES {
+            let (text, spec) = match known.take() {
+                Some(known) => known,
+                None => {
+                    let lookup =
+                        self.compiler()
+                            .select_spec(namespace, collection, CatalogLock::None);
+                    let rows = client_query_cached(&conn, &lookup).await?;
+                    let Some(row) = rows.first() else {
+                        return Err(collection_not_found(namespace, collection));
+                    };
+                    let text: String = column(row, 0)?;
+                    let spec = parse_spec(&text)?;
+                    self.specs
+                        .remember(namespace, collection, text.clone(), spec.clone());
+                    (text, spec)
+                }
+            };
+            validate_data(&data, Some(&spec))?;
+            let now = Datetime::now().isoformat_micros();
+            let row = PutRow {
+                namespace,
+                collection,
+                id,
+                raw: &raw,
+                now: &now,
+                if_version,
+            };
+            let statement = self.compiler().put_if_spec(&row, &text);
+            let rows = client_query_cached(&conn, &statement).await?;
+            let Some(row) = rows.first() else {
+                return Err(DocumentError::Storage(STORAGE_MESSAGE.to_owned()));
+            };
+            match column::<Option<String>>(row, 0)? {
+                None => {
+                    self.specs.forget(namespace, collection);
+                    return Err(collection_not_found(namespace, collection));
+                }
+                Some(current) if current != text => {
+                    let spec = parse_spec(&current)?;
+                    self.specs
+                        .remember(namespace, collection, current.clone(), spec.clone());
+                    known = Some((current, spec));
+                }
+                Some(_) => {
+                    if column::<Option<String>>(row, 1)?.is_none() {
+                        return Err(version_conflict(collection, id, if_version));
+                    }
+                    return document_at(row, 1);
+                }
+            }
+        }
+        // The spec kept changing under the put: hold its catalog row for the
+        // whole write instead.
         let tx = conn.transaction().await.translated()?;
         let spec = self
             .require_collection(&tx, namespace, collection, CatalogLock::Share)
             .await?;
         validate_data(&data, Some(&spec))?;
-        let raw = dumps(&encode_data(&data));
         let now = Datetime::now().isoformat_micros();
-        let statement = self
-            .compiler()
-            .put(namespace, collection, id, &raw, &now, if_version);
+        let statement = self.compiler().put(&PutRow {
+            namespace,
+            collection,
+            id,
+            raw: &raw,
+            now: &now,
+            if_version,
+        });
         let rows = query_cached(&tx, &statement).await?;
         let Some(row) = rows.first() else {
             return Err(version_conflict(collection, id, if_version));

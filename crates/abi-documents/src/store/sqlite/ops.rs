@@ -14,7 +14,7 @@ use super::connection::{COLLECTIONS_TABLE, DOCUMENTS_TABLE, SqliteQuote};
 use super::error::Translate;
 use crate::codec::{as_stored, decode_data, dumps, encode_data, parse};
 use crate::sql::{
-    CatalogLock, Compiler, Dialect, FindPlan, SqlParam, Statement, merge_spec, parse_spec,
+    CatalogLock, Compiler, Dialect, FindPlan, PutRow, SqlParam, Statement, merge_spec, parse_spec,
     spec_json, within_budget,
 };
 
@@ -252,9 +252,14 @@ impl Shared {
         validate_data(&data, Some(&spec))?;
         let raw = dumps(&encode_data(&data));
         let now = Datetime::now().isoformat_micros();
-        let statement = self
-            .compiler()
-            .put(namespace, collection, id, &raw, &now, if_version);
+        let statement = self.compiler().put(&PutRow {
+            namespace,
+            collection,
+            id,
+            raw: &raw,
+            now: &now,
+            if_version,
+        });
         let row = conn
             .prepare_cached(&statement.sql)
             .and_then(|mut s| s.query_row(bound(&statement), put_stamps).optional())

@@ -44,6 +44,56 @@ async fn stores_booting_together_on_a_fresh_schema_all_open() {
     }
 }
 
+/// A put checks its data against the spec it last saw and writes in one
+/// statement only if the catalog still holds that spec: a spec changed or
+/// a collection dropped by another store (another server process) is
+/// found by the write itself, which then checks against the new spec or
+/// refuses, and writes nothing either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_checks_against_the_spec_another_store_just_declared() {
+    let server = PostgresServer::start().await;
+    let schema = schema();
+    let (a, b) = (open(&server, &schema).await, open(&server, &schema).await);
+    a.ensure_collection("module", CollectionSpec::new("records"))
+        .await
+        .unwrap();
+    let first = a.put("module", "records", "one", counter(1), Some(0)).await;
+    assert_eq!(first.unwrap().version, 1, "a knows the spec now");
+    b.ensure_collection(
+        "module",
+        CollectionSpec::new("records").field(FieldSpec::new("n", "int").indexed()),
+    )
+    .await
+    .unwrap();
+    let text = Data::from([("n".to_owned(), Value::from("not a number"))]);
+    let refused = a.put("module", "records", "two", text, Some(0)).await;
+    assert!(
+        matches!(refused, Err(DocumentError::InvalidArgument(_))),
+        "checked against b's spec: {refused:?}"
+    );
+    assert!(
+        matches!(
+            b.get("module", "records", "two").await,
+            Err(DocumentError::DocumentNotFound(_))
+        ),
+        "nothing written"
+    );
+    let updated = a.put("module", "records", "one", counter(2), Some(1)).await;
+    assert_eq!(updated.unwrap().version, 2);
+    let conflict = a.put("module", "records", "one", counter(3), Some(1)).await;
+    assert!(
+        matches!(conflict, Err(DocumentError::VersionConflict(_))),
+        "{conflict:?}"
+    );
+    b.drop_collection("module", "records").await.unwrap();
+    let gone = a.put("module", "records", "three", counter(3), None).await;
+    assert!(
+        matches!(gone, Err(DocumentError::CollectionNotFound(_))),
+        "{gone:?}"
+    );
+    assert_eq!(b.collections("module").await.unwrap(), Vec::<String>::new());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_stores_racing_compare_and_swap_have_one_winner_per_version() {
     const WRITERS: usize = 8;
@@ -561,8 +611,10 @@ async fn failed_and_cancelled_operations_leave_the_connection_clean() {
         1
     );
 
-    // A put dropped while it waits for a row lock is rolled back, and the
-    // connection serves the next operation.
+    // A put dropped while it waits for a row lock: it is one statement,
+    // already with the server, so it lands whole once the lock is released
+    // (as a put whose reply was lost would), and the connection serves the
+    // next operation, queued behind it.
     let mut holder = raw(&server).await;
     let tx = holder.transaction().await.unwrap();
     tx.execute(
@@ -582,7 +634,7 @@ async fn failed_and_cancelled_operations_leave_the_connection_clean() {
     );
     tx.rollback().await.unwrap();
     let doc = store.get("module", "records", "a").await.unwrap();
-    assert_eq!((doc.version, doc.data.get("n")), (1, Some(&Value::Int(1))));
+    assert_eq!((doc.version, doc.data.get("n")), (2, Some(&Value::Int(99))));
     store
         .put("module", "records", "b", counter(1), None)
         .await
