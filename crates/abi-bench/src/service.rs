@@ -222,6 +222,15 @@ impl Service {
     /// # Errors
     ///
     /// When `/proc` cannot be read (the process exited).
+    /// CPU seconds (user + system) the process has used so far.
+    ///
+    /// # Errors
+    ///
+    /// When its `/proc` entry cannot be read.
+    pub fn cpu_now(&self) -> anyhow::Result<f64> {
+        measure::cpu_seconds(self.pid, self.ticks)
+    }
+
     pub fn usage(&self) -> anyhow::Result<Usage> {
         Ok(Usage {
             cpu_secs: measure::cpu_seconds(self.pid, self.ticks)? - self.cpu_at_ready,

@@ -286,7 +286,7 @@ async fn measure_server(
     svc: Service,
     column: &mut Column,
 ) -> anyhow::Result<()> {
-    let phases = workload_phases(client, echo, floor, args, column).await;
+    let phases = workload_phases(client, echo, floor, args, Some(&svc), column).await;
     match svc.usage() {
         Ok(usage) => column.usage = Some(usage),
         Err(error) => eprintln!("  {}: no CPU/RSS: {error:#}", column.name),
@@ -302,6 +302,7 @@ async fn workload_phases(
     echo: &Echo,
     floor: &FloorRequests,
     args: &Args,
+    svc: Option<&Service>,
     column: &mut Column,
 ) -> anyhow::Result<()> {
     let name = column.name;
@@ -383,6 +384,8 @@ async fn workload_phases(
         shape.callers,
         args.duration()
     );
+    let cpu_before = svc.and_then(|s| s.cpu_now().ok());
+    let started = std::time::Instant::now();
     let (rate, _) = measure::throughput(name, shape.callers, args.duration(), |caller, k| {
         calls.create(
             "throughput",
@@ -392,6 +395,13 @@ async fn workload_phases(
         )
     })
     .await;
+    let puts = rate * started.elapsed().as_secs_f64();
+    let cpu_after = svc.and_then(|s| s.cpu_now().ok());
+    if let (Some(before), Some(after)) = (cpu_before, cpu_after)
+        && puts >= 1.0
+    {
+        column.cpu_per_put_us = Some((after - before) * 1e6 / puts);
+    }
     column.throughput = Some(rate);
     column.failures = failures.counts();
     Ok(())

@@ -46,6 +46,9 @@ pub struct Column {
     pub throughput: Option<f64>,
     /// The service process's CPU and memory.
     pub usage: Option<Usage>,
+    /// The service process's CPU per successful put in the throughput
+    /// phase, in microseconds.
+    pub cpu_per_put_us: Option<f64>,
     /// Failed calls by phase and code.
     pub failures: BTreeMap<(&'static str, String), u64>,
     /// Why the target was not run, if it was not; its cells then say
@@ -133,6 +136,13 @@ pub fn table(columns: &[Column], shape: Shape) -> String {
     row(
         &format!("put throughput, {} callers (ops/s)", shape.callers),
         &|c: &Column| c.throughput.map(|t| format!("{t:.0}")),
+    );
+    row(
+        &format!(
+            "service process CPU per put, {} callers (µs)",
+            shape.callers
+        ),
+        &|c: &Column| c.cpu_per_put_us.map(|us| format!("{us:.0}")),
     );
     row("service process CPU while measured (s)", &|c: &Column| {
         c.usage.map(|u| format!("{:.2}", u.cpu_secs))
