@@ -96,7 +96,11 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
         throughput[1..].iter().all(|c| is_number(c) && c != "0"),
         "{throughput:?}"
     );
-    for label in ["service process CPU", "service process peak RSS"] {
+    for label in [
+        "service process CPU per put",
+        "service process CPU while",
+        "service process peak RSS",
+    ] {
         let r = row(label);
         assert_eq!(r[1], "—", "{label}: the floor has no process");
         assert!(r[2..].iter().all(|c| is_number(c)), "{label}: {r:?}");
@@ -117,7 +121,7 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
                 .all(|f| f.starts_with("throughput: STORAGE_ERROR x")),
         "the reference failed otherwise: {reference}"
     );
-    assert_eq!(rows.len(), 10, "no other rows:\n{stdout}");
+    assert_eq!(rows.len(), 11, "no other rows:\n{stdout}");
 
     let verdicts = &tables[1];
     assert_eq!(verdicts[0], ["target", "measured", "verdict"]);
