@@ -7,6 +7,7 @@
 //! reference would give.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 /// A parsed JSON value, numbers kept as Python keeps them.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,17 +64,16 @@ pub fn parse(text: &str) -> Result<Json, JsonError> {
     Ok(value)
 }
 
-/// The text of the value of `key` in the JSON object `text` (the last one,
-/// when the key repeats, as [`parse`] keeps it), without building the
-/// object: the whole text is still checked as [`parse`] checks it, but only
-/// that key's value is there to be read. `None` when the object has no
-/// such key.
+/// The members of the JSON object `text`, in order: each key (decoded) and
+/// where its value's text lies in `text`, without building the values. The
+/// whole text is checked as [`parse`] checks it. A repeated key appears
+/// each time; [`parse`] keeps the last.
 ///
 /// # Errors
 ///
 /// [`JsonError`] when `text` is not JSON, or is JSON but not an object (at
 /// offset 0 then, after any whitespace).
-pub fn object_member<'a>(text: &'a str, key: &str) -> Result<Option<&'a str>, JsonError> {
+pub fn object_members(text: &str) -> Result<Vec<(String, Range<usize>)>, JsonError> {
     let mut parser = Parser {
         bytes: text.as_bytes(),
         text,
@@ -83,12 +83,12 @@ pub fn object_member<'a>(text: &'a str, key: &str) -> Result<Option<&'a str>, Js
     if parser.bytes.get(parser.pos) != Some(&b'{') {
         return Err(parser.error());
     }
-    let found = parser.find_member(key)?;
+    let members = parser.members()?;
     parser.whitespace();
     if parser.pos != parser.bytes.len() {
         return Err(parser.error());
     }
-    Ok(found)
+    Ok(members)
 }
 
 /// Nesting deeper than this is refused rather than risk the stack; Python's
@@ -101,7 +101,7 @@ struct Parser<'a> {
     pos: usize,
 }
 
-impl<'a> Parser<'a> {
+impl Parser<'_> {
     fn error(&self) -> JsonError {
         JsonError { offset: self.pos }
     }
@@ -194,14 +194,14 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// [`object_member`]'s walk of the object at `pos`.
-    fn find_member(&mut self, key: &str) -> Result<Option<&'a str>, JsonError> {
+    /// [`object_members`]'s walk of the object at `pos`.
+    fn members(&mut self) -> Result<Vec<(String, Range<usize>)>, JsonError> {
         self.pos += 1;
-        let mut found = None;
+        let mut found = Vec::new();
         self.whitespace();
         if self.bytes.get(self.pos) == Some(&b'}') {
             self.pos += 1;
-            return Ok(None);
+            return Ok(found);
         }
         loop {
             self.whitespace();
@@ -211,14 +211,14 @@ impl<'a> Parser<'a> {
             let key_at = self.pos;
             self.skip_string()?;
             let raw_key = &self.text[key_at + 1..self.pos - 1];
-            let matches = if raw_key.contains('\\') {
+            let key = if raw_key.contains('\\') {
                 let end = self.pos;
                 self.pos = key_at;
                 let decoded = self.string()?;
                 self.pos = end;
-                decoded == key
+                decoded
             } else {
-                raw_key == key
+                raw_key.to_owned()
             };
             self.whitespace();
             if self.bytes.get(self.pos) != Some(&b':') {
@@ -228,9 +228,7 @@ impl<'a> Parser<'a> {
             self.whitespace();
             let value_at = self.pos;
             self.skip_value(1)?;
-            if matches {
-                found = Some(&self.text[value_at..self.pos]);
-            }
+            found.push((key, value_at..self.pos));
             self.whitespace();
             match self.bytes.get(self.pos) {
                 Some(b',') => self.pos += 1,
@@ -487,8 +485,14 @@ mod tests {
             (r#"{"a": "\ud800"}"#, "b", Err(())),
             (r#"{"a": 1} x"#, "a", Err(())),
         ];
+        let member = |text: &'static str, key: &str| {
+            object_members(text).map(|members| {
+                let last = members.into_iter().rev().find(|(k, _)| k == key);
+                last.map(|(_, at)| &text[at])
+            })
+        };
         for (text, key, want) in table {
-            let got = object_member(text, key).map_err(drop);
+            let got = member(text, key).map_err(drop);
             assert_eq!(got, want, "{text} / {key}");
             assert_eq!(
                 got.is_ok(),

@@ -99,17 +99,51 @@ fn integer_json(text: String) -> Json {
     }
 }
 
+/// A stored document's top-level members: its text and where each value lies.
+struct Members {
+    text: String,
+    members: Vec<(String, std::ops::Range<usize>)>,
+}
+
+thread_local! {
+    /// The document [`sqlite_field`] read last on this thread (SQLite calls
+    /// it on the thread running the statement).
+    static LAST_DOCUMENT: std::cell::RefCell<Option<Members>> = const { std::cell::RefCell::new(None) };
+}
+
 /// What `document_field(data, key)` returns: the canonical text of the
 /// stored document's top-level `key`, or `None` when it is missing.
+///
+/// The members of the document this thread read last are kept
+/// ([`LAST_DOCUMENT`]).
 ///
 /// # Errors
 ///
 /// When `raw` is not a JSON object.
 pub fn sqlite_field(raw: &str, key: &str) -> Result<Option<String>, String> {
-    // Every put evaluates this once per indexed field: only that member is
-    // parsed, the rest of the document is stepped over.
-    if let Ok(found) = abi_pyjson::object_member(raw, key) {
-        return match found.map(json::parse) {
+    // A put evaluates this several times per indexed field (each index
+    // expression), a find once per field per row, each time on the same
+    // document: its members are found once and kept for the next call, and
+    // only the member asked for is parsed.
+    let found = LAST_DOCUMENT.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.as_ref().is_none_or(|known| known.text != raw) {
+            *last = abi_pyjson::object_members(raw).ok().map(|members| Members {
+                text: raw.to_owned(),
+                members,
+            });
+        }
+        last.as_ref().map(|known| {
+            known
+                .members
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, at)| json::parse(&known.text[at.clone()]))
+        })
+    });
+    if let Some(found) = found {
+        return match found {
             None => Ok(None),
             Some(Ok(value)) => Ok(Some(dumps(&value))),
             Some(Err(e)) => Err(format!("document_field: {e}")),
@@ -218,9 +252,14 @@ mod tests {
             Ok(Json::Object(mut members)) => members.remove(key).map(|v| dumps(&v)),
             _ => None,
         };
+        let other = r#"{"status": "FAILED"}"#;
         for key in ["status", "n", "nested", "$$t", "missing"] {
             assert_eq!(sqlite_field(stored, key), Ok(whole(key)), "{key}");
+            // The document kept is the one asked about, never the last one.
+            let expected = (key == "status").then(|| "\"FAILED\"".to_owned());
+            assert_eq!(sqlite_field(other, key), Ok(expected), "{key} of another");
         }
+        assert_eq!(sqlite_field(stored, "status"), Ok(whole("status")));
         assert_eq!(
             sqlite_field("[1]", "a"),
             Err("document_field: stored data is not an object".to_owned())
