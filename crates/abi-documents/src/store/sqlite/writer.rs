@@ -7,7 +7,8 @@
 //! the lock is only ever contended by other processes, and one fsync covers
 //! a whole batch. Each command runs in its own SAVEPOINT: a command that
 //! fails (a conflict, a unique violation) is rolled back alone and the rest
-//! of the batch commits.
+//! of the batch commits; a command alone in its batch runs without one, its
+//! failure rolling the transaction back.
 
 use std::sync::Arc;
 
@@ -169,10 +170,15 @@ fn run_batch(
     shared: &Shared,
     batch: &mut [WriteCmd],
 ) -> Result<Vec<Result<WriteOutput, DocumentError>>, DocumentError> {
+    // A command alone in its batch needs no savepoint: if it fails, the
+    // whole transaction is rolled back, which undoes exactly that command.
+    let alone = batch.len() == 1;
     control(conn, "BEGIN IMMEDIATE")?;
     let mut results = Vec::with_capacity(batch.len());
     for cmd in batch {
-        control(conn, "SAVEPOINT document_write")?;
+        if !alone {
+            control(conn, "SAVEPOINT document_write")?;
+        }
         let result = apply(conn, shared, &mut cmd.op);
         if conn.is_autocommit() {
             // SQLite rolled the whole transaction back on its own (I/O error,
@@ -182,13 +188,16 @@ fn run_batch(
                 _ => DocumentError::Storage(super::error::STORAGE_MESSAGE.to_owned()),
             });
         }
-        if result.is_err() {
-            control(conn, "ROLLBACK TO document_write")?;
+        if !alone {
+            if result.is_err() {
+                control(conn, "ROLLBACK TO document_write")?;
+            }
+            control(conn, "RELEASE document_write")?;
         }
-        control(conn, "RELEASE document_write")?;
         results.push(result);
     }
-    control(conn, "COMMIT")?;
+    let failed_alone = alone && results.iter().all(Result::is_err);
+    control(conn, if failed_alone { "ROLLBACK" } else { "COMMIT" })?;
     Ok(results)
 }
 
