@@ -98,6 +98,11 @@ pub struct RunHost {
     /// The job as its host serves it: `max_attempts` (whether a failed
     /// attempt is the run's last), its schemas.
     pub spec: std::sync::Arc<crate::JobSpec>,
+    /// Whether this attempt created the run's record. Every attempt, ours
+    /// or the reference's, writes the record before its handler runs, so a
+    /// record this attempt created means no attempt of the run ran before:
+    /// it has journaled nothing for this trigger.
+    pub first_record: bool,
 }
 
 /// What a run wrote down while it ran.

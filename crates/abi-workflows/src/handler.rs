@@ -80,7 +80,11 @@ where
                 )
                 .permanent()
             })?;
-            let store = StepStore::new(host.documents, &host.project, cx.run_id(), &host.fired_at);
+            let mut store =
+                StepStore::new(host.documents, &host.project, cx.run_id(), &host.fired_at);
+            if host.first_record {
+                store = store.known_empty();
+            }
             ensured
                 .get_or_try_init(|| store.ensure())
                 .await

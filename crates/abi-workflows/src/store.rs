@@ -69,6 +69,10 @@ async fn find_run(
 #[derive(Debug, Default)]
 struct Known {
     summaries: HashMap<String, (i64, Data)>,
+    /// Whether every stored summary is in `summaries`: a key not there has
+    /// none (the journal was empty when the attempt began, and every write
+    /// since went through here). Off again once a write's outcome is unknown.
+    complete: bool,
 }
 
 /// The journal of one trigger of one run, over the host module's documents.
@@ -98,6 +102,16 @@ impl StepStore {
         }
     }
 
+    /// This journal, known to be empty: the attempt created the run's record
+    /// (no attempt ran before it), so no summary needs to be read before the
+    /// first write of a key. A create that finds one anyway (another host
+    /// journaling the same run) conflicts and reads it then.
+    #[must_use]
+    pub fn known_empty(self) -> Self {
+        self.known().complete = true;
+        self
+    }
+
     fn known(&self) -> std::sync::MutexGuard<'_, Known> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -105,8 +119,14 @@ impl StepStore {
     /// The stored summary of `key` (version, fields; version 0 and no fields
     /// when there is none), as this attempt last read or wrote it, else read.
     async fn stored(&self, key: &str) -> Result<(i64, Data), CallError> {
-        if let Some((version, data)) = self.known().summaries.get(key) {
-            return Ok((*version, data.clone()));
+        {
+            let known = self.known();
+            if let Some((version, data)) = known.summaries.get(key) {
+                return Ok((*version, data.clone()));
+            }
+            if known.complete {
+                return Ok((0, Data::new()));
+            }
         }
         self.fetch(key).await
     }
@@ -207,7 +227,9 @@ impl StepStore {
                 }
                 Err(err) => {
                     // Unknown whether it was applied: read before the next write.
-                    self.known().summaries.remove(key);
+                    let mut known = self.known();
+                    known.summaries.remove(key);
+                    known.complete = false;
                     return Err(err);
                 }
             }

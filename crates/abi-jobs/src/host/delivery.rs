@@ -321,6 +321,7 @@ async fn run_attempt(
             }
         }
     }
+    let first_record = existing.is_none();
     let kept = match record::start(shared, run_id, existing, fields, replace).await {
         Ok(kept) => kept,
         Err(err) if conflicted(&err) => return Step::Reread,
@@ -344,6 +345,7 @@ async fn run_attempt(
             module_id: shared.links.module_id.clone(),
             fired_at: fired.to_owned(),
             spec: job.spec.clone(),
+            first_record,
         },
     );
     let outcome = supervise(shared, job, msg, &cx, &claim.control, run_id, &mut fence).await;

@@ -181,3 +181,65 @@ async fn a_run_costs_two_record_calls_and_progress_moves_the_kept_version() {
     beating_host.close_now().await;
     setup.stop().await;
 }
+
+/// A workflow whose attempt created the run's record journals its steps
+/// without reading a summary first (no attempt ran before it, so there is
+/// none); a later attempt reads each summary before it writes, and replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_attempt_journals_without_reading_and_a_retry_reads_and_replays() {
+    const FLOWS: &str = "acme.flows";
+    let setup = Setup::start().await;
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    let handler = abi_sdk::workflows::workflow_fn(
+        move |cx: abi_sdk::workflows::FlowContext, _input: serde_json::Value| {
+            let counted = counted.clone();
+            async move {
+                let n: i64 = cx
+                    .step("first", || {
+                        let counted = counted.clone();
+                        async move {
+                            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            Ok(7)
+                        }
+                    })
+                    .await?;
+                if cx.job().attempt() == 1 {
+                    return Err(abi_sdk::jobs::JobError::retryable("fails after its step"));
+                }
+                Ok(json!({"n": n}))
+            }
+        },
+    );
+    let spec = JobSpec::new("flow")
+        .unwrap()
+        .as_workflow()
+        .max_attempts(2)
+        .unwrap();
+    let host = setup.serve_one(FLOWS, "rust-1", spec, handler).await;
+    let snoop = Snoop::start(&setup.nats).await;
+    let run = setup
+        .client(FLOWS, "flow")
+        .trigger(json!({}), None)
+        .await
+        .unwrap();
+    let record = run.wait(DEADLINE).await.unwrap();
+    assert_eq!(record.status, "SUCCEEDED", "{record:?}");
+    assert_eq!(record.result, Some(json!({"n": 7})));
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the step ran once; attempt 2 replayed it"
+    );
+    let step = abi_wire::workflows::step_id(run.run_id(), "first");
+    // The summary and the result share the id (two collections): attempt 1
+    // puts the start, the result and the end, reading none; attempt 2 reads
+    // the summary, then the result it replays.
+    assert_eq!(
+        snoop.count(FLOWS, &step),
+        (2, 3),
+        "no read before attempt 1's writes; attempt 2 reads summary and result"
+    );
+    host.close_now().await;
+    setup.stop().await;
+}

@@ -2,8 +2,9 @@
 //! end is two writes, the result then the summary, after the start; a kill -9
 //! leaves the journal in one of the prefixes of that sequence, and nothing
 //! else (each write is one compare-and-swap put). So each prefix is written
-//! here exactly as a dead host leaves it, for a trigger no host took yet, and
-//! our host then runs the trigger: a step whose result was stored never runs
+//! here exactly as a dead host leaves it, with the RUNNING run record its
+//! attempt wrote before its handler ran (its heartbeat long stale), for a
+//! trigger no live host holds, and our host then runs the trigger: a step whose result was stored never runs
 //! again (better than the reference, which runs it again when the host died
 //! between the result and the summary), and the run's output is the stored
 //! results, not fresh ones.
@@ -16,12 +17,15 @@ use abi_sdk::documents::Value;
 use abi_sdk::jobs::JobSpec;
 use abi_sdk::workflows::journal::Finish;
 use abi_sdk::workflows::{FlowContext, Journal, StepStore, workflow_fn};
+use abi_wire::jobs::field as jobs_field;
 use abi_wire::workflows::{self as wire, StepKind, StepStatus, field};
 use serde_json::json;
 
 use super::jobs_fixture::{DEADLINE, Setup};
 
 const MODULE: &str = "acme.crashy";
+/// A heartbeat no host would take for a live owner's.
+const LONG_AGO: &str = "2020-01-01T00:00:00+00:00";
 
 /// Where the previous host died, in step `b`'s writes.
 #[derive(Debug, Clone, Copy)]
@@ -57,11 +61,41 @@ async fn a_step_whose_result_was_stored_never_runs_again_after_a_kill_at_any_wri
     ];
     // One trigger per kill point, stored before any host serves the job;
     // step `a` finished (result 10) and `b` was at the kill point (result 20).
+    let runs_collection = abi_wire::jobs::runs_collection(&setup.project);
+    documents
+        .ensure_collection(abi_sdk::documents::CollectionSpec::new(
+            runs_collection.clone(),
+        ))
+        .await
+        .unwrap();
     let mut runs = Vec::new();
     for point in points {
         let run = client.trigger(json!({}), None).await.unwrap();
         let sequence = abi_wire::jobs::parse_run_id(run.run_id()).unwrap().1;
         let fired = fired_at(&setup, sequence).await;
+        // The dead host's attempt 1, as it wrote its record before running.
+        let record = [
+            (jobs_field::JOB, Value::from("crashy")),
+            (jobs_field::RUN_ID, Value::from(run.run_id())),
+            (jobs_field::MODULE_ID, Value::from(MODULE)),
+            (jobs_field::STATUS, Value::from("RUNNING")),
+            (jobs_field::ATTEMPT, Value::Int(1)),
+            (jobs_field::MAX_ATTEMPTS, Value::Int(3)),
+            (jobs_field::INSTANCE, Value::from("dead-1")),
+            (
+                jobs_field::SEQUENCE,
+                Value::Int(i64::try_from(sequence).unwrap()),
+            ),
+            (jobs_field::FIRED_AT, Value::from(fired.as_str())),
+            (jobs_field::STARTED_AT, Value::from(LONG_AGO)),
+            (jobs_field::HEARTBEAT_AT, Value::from(LONG_AGO)),
+            (jobs_field::ERROR, Value::from("")),
+        ];
+        let record = record.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        documents
+            .put(&runs_collection, run.run_id(), record, Some(0))
+            .await
+            .unwrap();
         let store = StepStore::new(documents.clone(), &setup.project, run.run_id(), &fired);
         store.ensure().await.unwrap();
         let done = |json: &'static str| Finish {
