@@ -259,7 +259,7 @@ mod tests {
             (
                 Update::Ended {
                     status: RunStatus::Cancelled,
-                    code: "CANCELLED",
+                    code: RunStatus::Cancelled.as_str(),
                     message: "m",
                 },
                 &["error_code", "error_message", "finished_at", "status"],

@@ -44,6 +44,16 @@ pub struct PutRow<'a> {
     pub if_version: Option<i64>,
 }
 
+/// What an insert does when the document exists: nothing for a create-only
+/// put (`if_version` 0), else an upsert one version up.
+fn on_conflict(if_version: Option<i64>) -> &'static str {
+    if if_version == Some(0) {
+        "DO NOTHING"
+    } else {
+        "DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at, version = current.version + 1"
+    }
+}
+
 fn text(value: &str) -> SqlParam {
     SqlParam::Text(value.to_owned())
 }
@@ -215,11 +225,7 @@ impl Compiler<'_> {
                 );
                 let data = json(&mut p);
                 let (created, updated) = (p.bind(text(now)), p.bind(text(now)));
-                let conflict = if if_version == Some(0) {
-                    "DO NOTHING"
-                } else {
-                    "DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at, version = current.version + 1"
-                };
+                let conflict = on_conflict(if_version);
                 format!(
                     "INSERT INTO {} AS current (namespace, collection, id, data, created_at, updated_at, version) VALUES ({a}, {b}, {c}, {data}, {created}, {updated}, 1) ON CONFLICT (namespace, collection, id) {conflict}",
                     self.documents
@@ -274,11 +280,7 @@ impl Compiler<'_> {
                 )
             }
             _ => {
-                let conflict = if if_version == Some(0) {
-                    "DO NOTHING"
-                } else {
-                    "DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at, version = current.version + 1"
-                };
+                let conflict = on_conflict(if_version);
                 format!(
                     "INSERT INTO {} AS current (namespace, collection, id, data, created_at, updated_at, version) SELECT CAST({c} AS TEXT), CAST({d} AS TEXT), CAST({e} AS TEXT), {data}, {now}, {now}, 1 FROM catalog WHERE catalog.spec = {wanted} ON CONFLICT (namespace, collection, id) {conflict}",
                     self.documents

@@ -641,6 +641,15 @@ impl DocumentStore for PostgresStore {
         validate_name(namespace)?;
         validate_name(collection)?;
         let raw = dumps(&encode_data(&data));
+        let now = Datetime::now().isoformat_micros();
+        let put = PutRow {
+            namespace,
+            collection,
+            id,
+            raw: &raw,
+            now: &now,
+            if_version,
+        };
         let mut conn = self.connection().await?;
         // One round trip when the spec is known: check the data against it,
         // then write only if the catalog still holds it.
@@ -664,16 +673,7 @@ impl DocumentStore for PostgresStore {
                 }
             };
             validate_data(&data, Some(&spec))?;
-            let now = Datetime::now().isoformat_micros();
-            let row = PutRow {
-                namespace,
-                collection,
-                id,
-                raw: &raw,
-                now: &now,
-                if_version,
-            };
-            let statement = self.compiler().put_if_spec(&row, &text);
+            let statement = self.compiler().put_if_spec(&put, &text);
             let rows = client_query_cached(&conn, &statement).await?;
             let Some(row) = rows.first() else {
                 return Err(DocumentError::Storage(STORAGE_MESSAGE.to_owned()));
@@ -704,15 +704,7 @@ impl DocumentStore for PostgresStore {
             .require_collection(&tx, namespace, collection, CatalogLock::Share)
             .await?;
         validate_data(&data, Some(&spec))?;
-        let now = Datetime::now().isoformat_micros();
-        let statement = self.compiler().put(&PutRow {
-            namespace,
-            collection,
-            id,
-            raw: &raw,
-            now: &now,
-            if_version,
-        });
+        let statement = self.compiler().put(&put);
         let rows = query_cached(&tx, &statement).await?;
         let Some(row) = rows.first() else {
             return Err(version_conflict(collection, id, if_version));
