@@ -4,6 +4,11 @@
         Serves abi.svc.document.v1 with naas_abi_core's NATS primary adapter over
         its SQLite adapter; prints "ready" once it serves, stops on SIGTERM/SIGINT.
 
+    document_peer.py big <nats_url> <token> <namespace> <bytes>
+        Puts one document holding a string of <bytes> characters (above the
+        broker's max payload: RPC overflow both ways) through naas_abi_sdk's
+        DocumentService, reads it back, and prints what it saw as JSON.
+
     document_peer.py client <nats_url> <token> <namespace>
         Runs one scenario through naas_abi_sdk's DocumentService against whatever
         document service answers on the bus, checking every answer; prints one
@@ -28,7 +33,13 @@ async def serve(url: str, secret: str, path: str) -> None:
     )
     from naas_abi_core.services.document.DocumentService import DocumentService
 
+    from naas_abi_core.engine import nats_overflow
+
     nc = await nats.connect(url)
+    # The overflow host a reference engine runs beside its primaries.
+    overflow = nats_overflow.OverflowHost(secret)
+    await overflow.start(nc)
+    nats_overflow.install(overflow)
     service = DocumentService._for_engine(DocumentSecondaryAdapterSQLite(path))
     primary = DocumentPrimaryAdapterNATS(service, secret)
     await primary.start(nc)
@@ -40,6 +51,7 @@ async def serve(url: str, secret: str, path: str) -> None:
     print("ready", flush=True)
     await stop.wait()
     await primary.stop()
+    await overflow.stop()
     await nc.drain()
 
 
@@ -110,10 +122,39 @@ async def client(url: str, token: str, namespace: str) -> None:
     print(json.dumps(seen, sort_keys=True), flush=True)
 
 
+async def big(url: str, token: str, namespace: str, size: str) -> None:
+    from naas_abi_sdk.document import DocumentClient
+    from naas_abi_sdk.services.document import DocumentService
+    from naas_abi_sdk.services.models import CollectionSpec
+    from naas_abi_sdk.transport import Transport
+
+    transport = Transport(url, token)
+    docs = DocumentService(DocumentClient(transport, namespace))
+    await docs.ensure_collection(CollectionSpec("blobs"))
+    text = "".join(chr(ord("a") + i % 26) for i in range(int(size)))
+    put = await docs.put("blobs", "py", {"text": text, "n": 1})
+    got = await docs.get("blobs", "py")
+    theirs = await docs.get("blobs", "rust")
+    await transport.close()
+    print(
+        json.dumps(
+            {
+                "put_version": put.version,
+                "read_back_equal": got.data == {"text": text, "n": 1},
+                "rust_text_len": len(theirs.data["text"]),
+                "rust_text_equal": theirs.data["text"] == text,
+            }
+        ),
+        flush=True,
+    )
+
+
 def main() -> None:
     mode = sys.argv[1]
     if mode == "serve":
         asyncio.run(serve(*sys.argv[2:5]))
+    elif mode == "big":
+        asyncio.run(big(*sys.argv[2:6]))
     elif mode == "client":
         asyncio.run(client(*sys.argv[2:5]))
     else:

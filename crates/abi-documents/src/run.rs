@@ -6,6 +6,7 @@
 //! subscribe; on shutdown they drain, the received requests are answered, and
 //! the store closes with everything it acknowledged on disk.
 
+use abi_overflow::OverflowHost;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -40,6 +41,9 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    /// The overflow host (`abi.rpc.overflow.*`) could not subscribe.
+    #[error("could not start the overflow host")]
+    Overflow(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The endpoints failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -101,19 +105,31 @@ pub async fn run_with<S: DocumentStore>(
     if let Some(addr) = config.metrics_addr {
         serve_metrics(addr, metrics.clone(), root.clone()).await?;
     }
-    let handler = Arc::new(Handler::new(
-        Arc::new(store),
-        HandlerConfig {
-            secret: config.secret.clone(),
-            admin_identities: config.admin_identities.clone(),
-            strict_namespaces: config.strict_namespaces,
-        },
-    ));
+    // Requests and replies above the broker's max payload (RPC overflow).
+    let overflow = OverflowHost::start(client.clone(), config.secret.expose())
+        .await
+        .map(Arc::new)
+        .map_err(RunError::Overflow)?;
+    let handler = Arc::new(
+        Handler::new(
+            Arc::new(store),
+            HandlerConfig {
+                secret: config.secret.clone(),
+                admin_identities: config.admin_identities.clone(),
+                strict_namespaces: config.strict_namespaces,
+            },
+        )
+        .with_overflow(overflow.clone()),
+    );
     let serve_config = ServeConfig {
         max_concurrent_requests: config.max_concurrent_requests.get(),
         shutdown_grace: config.shutdown_grace,
     };
     let served = serve(client, handler, metrics, serve_config, root).await;
+    // Every request is answered: the parked replies go with the host.
+    if let Some(host) = Arc::into_inner(overflow) {
+        host.stop().await;
+    }
     tracing::info!("document service stopped");
     Ok(served?)
 }

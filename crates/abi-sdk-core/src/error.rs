@@ -204,6 +204,10 @@ pub enum CallErrorKind {
     Unimplemented,
     /// The stored part does not exist (`NOT_FOUND`).
     NotFound,
+    /// A transfer operation out of turn (`CONFLICT`).
+    Conflict,
+    /// The serving side ran out of time (`DEADLINE_EXCEEDED`).
+    DeadlineExceeded,
     /// No such job run: no record, and no trigger of the job stored at its
     /// sequence (decided by the caller; no wire code).
     RunNotFound,
@@ -263,6 +267,8 @@ kind_display!(CallErrorKind {
     ModelError => "model error",
     Unimplemented => "unimplemented",
     NotFound => "not found",
+    Conflict => "conflict",
+    DeadlineExceeded => "deadline exceeded",
     RunNotFound => "run not found",
     NoResponders => "no responders",
     Transport => "transport error",
@@ -341,6 +347,8 @@ impl From<ErrorCode> for CallErrorKind {
             ErrorCode::ModelError => Self::ModelError,
             ErrorCode::Unimplemented => Self::Unimplemented,
             ErrorCode::NotFound => Self::NotFound,
+            ErrorCode::Conflict => Self::Conflict,
+            ErrorCode::DeadlineExceeded => Self::DeadlineExceeded,
         }
     }
 }

@@ -4,7 +4,9 @@
 //! has one deadline, and turns the reply's `CallError` into a typed error.
 //! A "no responders" answer on the service's queue group means an owner is
 //! handing over; the request was not delivered, so it is sent again for a
-//! short while, stopping just before the caller's deadline.
+//! short while, stopping just before the caller's deadline. A request above
+//! the broker's max payload is uploaded first and a parked reply downloaded
+//! (RPC overflow, as the reference's clients do it).
 //!
 //! The bytes travel over NATS, or to an in-process [`LocalDiscovery`] (the
 //! test kit); everything else is the same for both.
@@ -12,7 +14,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use abi_overflow::{Caller, TransferError, frame};
 use abi_proto::common::v1 as common;
+use abi_wire::overflow;
 use async_nats::{HeaderMap, RequestErrorKind};
 use bytes::Bytes;
 use prost::Message;
@@ -154,7 +158,9 @@ impl Transport {
 }
 
 impl Transport {
-    /// Sends over NATS, resending while nobody serves the queue group.
+    /// Sends over NATS, resending while nobody serves the queue group: a
+    /// request above the broker's max payload is uploaded first, a parked
+    /// reply downloaded (RPC overflow, [`abi_overflow`]).
     async fn send_nats(
         &self,
         client: &async_nats::Client,
@@ -165,6 +171,61 @@ impl Transport {
     ) -> Result<Bytes, CallError> {
         let mut headers = HeaderMap::new();
         headers.insert(abi_auth::AUTH_HEADER, token);
+        // The chunk exchanges carry the token only; the call says it can
+        // read a parked reply (as the reference's clients all do).
+        let transfers = Caller::new(client.clone(), headers.clone(), self.timeout);
+        headers.insert(overflow::ACCEPT_HEADER, overflow::ACCEPT_VALUE);
+        let max_payload = client.server_info().max_payload;
+        let mut upload = None;
+        let payload = if max_payload > 0 && !frame::fits(payload.len(), &headers, max_payload) {
+            if !overflow::possible(max_payload) || payload.len() > overflow::MAX_VALUE_BYTES {
+                return Err(transfer_failed(TransferError::too_large(
+                    payload.len(),
+                    max_payload,
+                )));
+            }
+            let id = transfers
+                .upload(&payload, overflow::chunk_size(max_payload))
+                .await
+                .map_err(transfer_failed)?;
+            headers.insert(overflow::REQUEST_HEADER, id.as_str());
+            upload = Some(id);
+            Bytes::new()
+        } else {
+            payload
+        };
+        let answered = self
+            .send_headed(client, subject, headers, payload, started)
+            .await;
+        if let Some(id) = upload {
+            // The service released it when it read it; this covers a
+            // service that never did.
+            transfers.close(&id).await;
+        }
+        let reply = answered?;
+        match frame::parked_reply(reply.headers.as_ref()) {
+            None => Ok(reply.payload),
+            Some((id, Some(size))) => transfers.download(id, size).await.map_err(transfer_failed),
+            Some((id, None)) => {
+                transfers.close(id).await;
+                Err(CallError::new(
+                    CallErrorKind::Decode,
+                    format!("a parked reply on {subject} without a valid size"),
+                ))
+            }
+        }
+    }
+
+    /// Sends one request with `headers`, resending while nobody serves the
+    /// queue group; the reply whole (its headers too).
+    async fn send_headed(
+        &self,
+        client: &async_nats::Client,
+        subject: &str,
+        headers: HeaderMap,
+        payload: Bytes,
+        started: Instant,
+    ) -> Result<async_nats::Message, CallError> {
         let deadline = started + self.timeout;
         let resend_until =
             started + NO_RESPONDERS_RETRY.min(self.timeout.saturating_sub(DEADLINE_MARGIN));
@@ -219,7 +280,7 @@ impl Transport {
                 );
             }
         }
-        Ok(reply.payload)
+        Ok(reply)
     }
 
     /// Hands the request to the in-process service, with the same deadline.
@@ -245,6 +306,11 @@ impl Transport {
             Err(_) => Err(timed_out(&subjects::discovery(project, operation))),
         }
     }
+}
+
+/// A transfer's failure as a call's: its wire code, its message.
+fn transfer_failed(err: TransferError) -> CallError {
+    CallError::new(CallErrorKind::from(err.code), err.message).with_code(err.code.as_str())
 }
 
 fn timed_out(subject: &str) -> CallError {

@@ -93,6 +93,12 @@ pub enum ErrorCode {
     Unimplemented,
     /// The stored part asked for does not exist (yet).
     NotFound,
+    /// A transfer operation out of turn: a write after start, a read before
+    /// it, a sequence not the next, or two operations at once.
+    Conflict,
+    /// An operation outlasted its deadline on the serving side (reading an
+    /// overflowed request, say).
+    DeadlineExceeded,
 }
 
 /// The code the reference's SDK raises itself when a wait for an agent
@@ -104,7 +110,7 @@ pub const DEPENDENCY_TIMEOUT: &str = "DEPENDENCY_TIMEOUT";
 
 impl ErrorCode {
     /// Every code, in declaration order (for tests and tools).
-    pub const ALL: [ErrorCode; 40] = [
+    pub const ALL: [ErrorCode; 42] = [
         ErrorCode::InvalidArgument,
         ErrorCode::DescriptorConflict,
         ErrorCode::DependencyCycle,
@@ -145,6 +151,8 @@ impl ErrorCode {
         ErrorCode::ModelError,
         ErrorCode::Unimplemented,
         ErrorCode::NotFound,
+        ErrorCode::Conflict,
+        ErrorCode::DeadlineExceeded,
     ];
 
     /// The code as it travels on the wire, e.g. `"LEASE_EXPIRED"`.
@@ -190,6 +198,8 @@ impl ErrorCode {
             ErrorCode::ModelError => "MODEL_ERROR",
             ErrorCode::Unimplemented => "UNIMPLEMENTED",
             ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
         }
     }
 

@@ -23,9 +23,6 @@ pub const SUBJECT_PREFIX: &str = "abi.svc.document.v1";
 /// The reply header carrying a refusal's code, beside the protobuf
 /// `CallError` (the reference's traffic view reads it without decoding).
 pub const ERROR_CODE_HEADER: &str = "Abi-Error-Code";
-/// The request header that announces an overflowed (out-of-band) body, which
-/// this service does not read.
-pub const OVERFLOW_REQUEST_HEADER: &str = "Abi-Overflow-Request";
 /// A find page's estimated size stays under the broker's max payload divided
 /// by this (the reference's share: protobuf can run a few times larger than
 /// the stored JSON the estimate counts).

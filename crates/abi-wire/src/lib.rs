@@ -15,6 +15,8 @@
 //! - [`auth`]: the token header;
 //! - [`nats`]: how a process names its NATS servers ([`ServerList`]);
 //! - [`rpc`]: each request type bound to its operation and response ([`rpc::Rpc`]);
+//! - [`overflow`]: RPC overflow's subjects, headers and limits (payloads above
+//!   the broker's max payload);
 //! - [`workflows`]: the step journal's collections, ids, fields, limits and key check.
 //!
 //! The subjects of agents and models come here as those surfaces land.
@@ -28,6 +30,7 @@ pub mod jobs;
 pub mod models;
 pub mod names;
 pub mod nats;
+pub mod overflow;
 pub mod rpc;
 pub mod run_status;
 pub mod status;

@@ -6,7 +6,7 @@
 //! ([`model_name_problem`]).
 
 /// The largest request body a model host reads (512 KiB); larger ones, and
-/// overflowed ones ([`crate::documents::OVERFLOW_REQUEST_HEADER`]), are
+/// overflowed ones ([`crate::overflow::REQUEST_HEADER`]), are
 /// refused with `PAYLOAD_TOO_LARGE`.
 pub const MAX_REQUEST_BYTES: usize = 512 * 1024;
 

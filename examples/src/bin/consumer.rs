@@ -17,6 +17,11 @@ use std::process::ExitCode;
 use abi_examples::consumer::{Consumer, spec, with_jobs};
 use abi_sdk::run_module;
 
+/// mimalloc rather than glibc's malloc: a busy module spends far less CPU
+/// allocating (docs/benchmarks.md). Keep it when you copy this file.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     // Logs go to stderr: ABI_LOG (or RUST_LOG) filters them (default info),

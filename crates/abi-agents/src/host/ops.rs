@@ -171,10 +171,10 @@ async fn answer(
     op: Operation,
     msg: &Message,
 ) -> Result<Answer, Refusal> {
-    let overflow = msg.headers.as_ref().is_some_and(|h| {
-        h.get(abi_wire::documents::OVERFLOW_REQUEST_HEADER)
-            .is_some()
-    });
+    let overflow = msg
+        .headers
+        .as_ref()
+        .is_some_and(|h| h.get(abi_wire::overflow::REQUEST_HEADER).is_some());
     if msg.payload.len() > wire::MAX_REQUEST_BYTES || overflow {
         return Err(Refusal::new(
             ErrorCode::PayloadTooLarge,

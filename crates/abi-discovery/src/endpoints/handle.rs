@@ -18,10 +18,6 @@ use abi_wire::discovery::Operation;
 /// registry itself is capped at this size.
 pub const MAX_PAYLOAD_CAP: usize = 512 * 1024;
 
-/// The header a client sets when it uploaded an over-sized request out of band
-/// (the SDK's overflow protocol). Discovery never reads such uploads.
-pub const OVERFLOW_REQUEST_HEADER: &str = "Abi-Overflow-Request";
-
 const UNAUTHENTICATED_MESSAGE: &str = "Missing or invalid service token";
 const MALFORMED_MESSAGE: &str = "Malformed protobuf";
 const REQUEST_TOO_LARGE: &str = "Discovery request exceeds limit";
@@ -152,7 +148,8 @@ impl<B: Backend> Handler<B> {
             .verify(token, None)
             .map_err(|_| EdgeError::Unauthenticated)?;
         // An overflow upload is above the broker limit, so above this cap too.
-        let overflowed = headers.is_some_and(|h| h.get(OVERFLOW_REQUEST_HEADER).is_some());
+        let overflowed =
+            headers.is_some_and(|h| h.get(abi_wire::overflow::REQUEST_HEADER).is_some());
         if payload.len() > self.max_payload || overflowed {
             return Err(EdgeError::Refused(abi_registry::Error::new(
                 ErrorCode::PayloadTooLarge,

@@ -12,6 +12,6 @@ pub(crate) mod serve;
 pub(crate) mod stats;
 
 pub use backend::{Backend, Failure};
-pub use handle::{Handler, MAX_PAYLOAD_CAP, OVERFLOW_REQUEST_HEADER, Reply};
+pub use handle::{Handler, MAX_PAYLOAD_CAP, Reply};
 pub(crate) use serve::{Limits, serve};
 pub(crate) use stats::Stats;

@@ -15,6 +15,7 @@ use abi_document_model::validate::{
     validate_version,
 };
 use abi_document_model::{Data, Datetime, Document, DocumentError, DocumentStore, FindQuery};
+use abi_overflow::OverflowHost;
 use abi_process::Secret;
 use abi_proto::common::v1::CallError;
 use abi_proto::document::v1 as pb;
@@ -42,9 +43,16 @@ pub struct Request<'a> {
     pub operation: Operation,
     /// The `Nats-Auth-Token` header, if any.
     pub token: Option<&'a str>,
-    /// Whether the body was sent out of band (the `Abi-Overflow-Request`
-    /// header), which this service does not read.
-    pub overflowed: bool,
+    /// The transfer id of a body uploaded first (the `Abi-Overflow-Request`
+    /// header), read from the overflow host before decoding.
+    pub upload: Option<&'a str>,
+    /// The request's headers (the token and trace context an upload is
+    /// read with).
+    pub headers: Option<&'a async_nats::HeaderMap>,
+    /// Whether a reply above the broker's limit will be parked for the
+    /// caller rather than refused (it accepts overflow, and this process
+    /// has an overflow host).
+    pub replies_overflow: bool,
     /// The protobuf body.
     pub body: &'a [u8],
     /// The broker's max payload on the connection it arrived on, which sizes
@@ -69,6 +77,8 @@ pub struct Handler<S> {
     /// Checks callers' tokens with the config's secret, remembering those
     /// that checked.
     verifier: abi_auth::Verifier,
+    /// This process's overflow host, when it reads uploads and parks replies.
+    overflow: Option<Arc<OverflowHost>>,
 }
 
 /// The message of an unauthenticated call (the reference's).
@@ -82,7 +92,21 @@ impl<S: DocumentStore> Handler<S> {
             store,
             config,
             verifier,
+            overflow: None,
         }
+    }
+
+    /// The same handler reading overflowed requests through `host` (and
+    /// its serving side parking the replies too large to send).
+    #[must_use]
+    pub fn with_overflow(mut self, host: Arc<OverflowHost>) -> Self {
+        self.overflow = Some(host);
+        self
+    }
+
+    /// The overflow host, when there is one.
+    pub fn overflow(&self) -> Option<&Arc<OverflowHost>> {
+        self.overflow.as_ref()
     }
 
     /// The store served.
@@ -133,13 +157,29 @@ impl<S: DocumentStore> Handler<S> {
             );
             return refusal::<R>(ErrorCode::PermissionDenied, &message);
         }
-        if request.overflowed {
-            return refusal::<R>(
-                ErrorCode::PayloadTooLarge,
-                "Overflowed requests are not read by this service; send at most the broker's max payload",
-            );
-        }
-        let decoded = match R::decode(request.body) {
+        let uploaded;
+        let body = match (request.upload, &self.overflow) {
+            (None, _) => request.body,
+            (Some(_), None) => {
+                return refusal::<R>(
+                    ErrorCode::Unavailable,
+                    "This process cannot read overflowed requests",
+                );
+            }
+            (Some(id), Some(host)) => match host.fetch(id, request.headers).await {
+                Ok(bytes) => {
+                    uploaded = bytes;
+                    &uploaded[..]
+                }
+                // The reference's words: the code alone, but for a bad
+                // argument, whose message is kept.
+                Err(err) if err.code == ErrorCode::InvalidArgument => {
+                    return refusal::<R>(err.code, &err.to_string());
+                }
+                Err(err) => return refusal::<R>(err.code, err.code.as_str()),
+            },
+        };
+        let decoded = match R::decode(body) {
             Ok(decoded) => decoded,
             Err(error) => {
                 let message = format!("Malformed protobuf: {error}");
@@ -151,8 +191,9 @@ impl<S: DocumentStore> Handler<S> {
             page_bytes: request
                 .max_payload
                 .map(|limit| (limit / abi_wire::documents::PAGE_SHARE) as i64),
-            max_payload: request.max_payload,
-            request_bytes: request.body.len(),
+            // A reply that can be parked need not fit.
+            max_payload: request.max_payload.filter(|_| !request.replies_overflow),
+            request_bytes: body.len(),
         };
         match op(self, call, decoded).await {
             Ok(reply) => Answer {

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use abi_document_model::DocumentStore;
+use abi_overflow::{OverflowHost, frame};
 use abi_wire::AUTH_HEADER;
-use abi_wire::documents::{self, ERROR_CODE_HEADER, OVERFLOW_REQUEST_HEADER, Operation};
+use abi_wire::documents::{self, ERROR_CODE_HEADER, Operation};
 use async_nats::connection::State;
 use async_nats::service::{Request as ServiceRequest, ServiceExt as _};
 use async_nats::{Client, HeaderMap};
@@ -213,24 +214,31 @@ impl<S: DocumentStore> Worker<S> {
         }
         let headers = request.message.headers.as_ref();
         let token = headers.and_then(|h| h.get(AUTH_HEADER)).map(|v| v.as_str());
-        let overflowed = headers
-            .and_then(|h| h.get(OVERFLOW_REQUEST_HEADER))
-            .is_some_and(|v| !v.as_str().is_empty());
+        let overflow = self
+            .handler
+            .overflow()
+            .filter(|_| frame::accepts_overflow(headers));
         let max_payload = self.client.server_info().max_payload;
         let mut answer = self
             .handler
             .handle(Request {
                 operation,
                 token,
-                overflowed,
+                upload: frame::uploaded_request(headers),
+                headers,
+                replies_overflow: overflow.is_some(),
                 body: &request.message.payload,
                 max_payload: (max_payload > 0).then_some(max_payload),
             })
             .await;
-        if max_payload > 0 && reply_size(&answer) > max_payload {
-            answer = handler::too_large(operation);
-        }
         let mut reply_headers = HeaderMap::new();
+        if max_payload > 0 && reply_size(&answer) > max_payload {
+            let payload = std::mem::take(&mut answer.payload);
+            match overflow.and_then(|host| park(host, headers, payload)) {
+                Some(parked) => reply_headers = parked,
+                None => answer = handler::too_large(operation),
+            }
+        }
         if let Some(code) = answer.code {
             reply_headers.insert(ERROR_CODE_HEADER, code.as_str());
         }
@@ -245,6 +253,20 @@ impl<S: DocumentStore> Worker<S> {
         }
         self.metrics
             .observe(operation, answer.code, started.elapsed());
+    }
+}
+
+/// Parks `payload`, a reply too large to send, for the caller of `headers`;
+/// the headers of the empty reply that stands for it, `None` (logged) when
+/// the host refused it.
+fn park(host: &OverflowHost, headers: Option<&HeaderMap>, payload: Vec<u8>) -> Option<HeaderMap> {
+    let size = payload.len();
+    match host.park(headers, payload.into()) {
+        Ok(id) => Some(frame::parked_headers(&id, size)),
+        Err(error) => {
+            tracing::warn!(%error, "could not park an overflowing reply");
+            None
+        }
     }
 }
 

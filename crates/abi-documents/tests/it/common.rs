@@ -94,6 +94,24 @@ pub async fn reference_server(nats_url: &str, dir: &Path) -> Child {
     child
 }
 
+/// Runs `tests/interop/document_peer.py` with `args` (a client mode) and
+/// returns the one JSON object it printed.
+pub async fn document_peer(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(python())
+        .arg(workspace_root().join("tests/interop/document_peer.py"))
+        .args(args)
+        .output()
+        .await
+        .expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the Python client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("one JSON object")
+}
+
 /// A service token for `identity`, signed with [`SECRET`].
 pub fn token(identity: &str) -> String {
     abi_auth::issue_service_token(

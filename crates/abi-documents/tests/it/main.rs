@@ -10,6 +10,7 @@ mod common;
 pub mod conformance;
 mod differential;
 mod nats_service;
+mod overflow;
 mod postgres;
 mod process;
 mod sqlite;

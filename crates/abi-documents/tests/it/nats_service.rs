@@ -11,12 +11,10 @@ use abi_documents::store::{SqliteConfig, SqliteStore};
 use abi_proto::document::v1 as pb;
 use abi_sdk::{CallErrorKind, DocumentClient, TokenSource};
 use abi_test_support::NatsServer;
-use abi_test_support::{python, workspace_root};
 use abi_wire::documents::{self, Operation};
 use prost::Message as _;
-use tokio::process::Command;
 
-use super::common::{OurServer, SECRET, reference_server, token};
+use super::common::{OurServer, SECRET, document_peer, reference_server, token};
 
 fn module_token(identity: &str) -> TokenSource {
     let key = abi_auth::module_key(SECRET, identity).expect("module key");
@@ -26,19 +24,7 @@ fn module_token(identity: &str) -> TokenSource {
 /// Runs the reference SDK's scenario (`document_peer.py client`) and returns
 /// what it printed.
 async fn python_client(nats_url: &str, namespace: &str) -> serde_json::Value {
-    let out = Command::new(python())
-        .arg(workspace_root().join("tests/interop/document_peer.py"))
-        .args(["client", nats_url, &token(namespace), namespace])
-        .output()
-        .await
-        .expect("run the Python client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the Python client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(stdout.trim()).expect("one JSON object")
+    document_peer(&["client", nats_url, &token(namespace), namespace]).await
 }
 
 /// The reference SDK's client sees the same answers from our server as from

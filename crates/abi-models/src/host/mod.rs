@@ -334,7 +334,7 @@ async fn run(
     let incoming = Incoming {
         payload: &msg.payload,
         overflowed: headers
-            .and_then(|h| h.get(abi_wire::documents::OVERFLOW_REQUEST_HEADER))
+            .and_then(|h| h.get(abi_wire::overflow::REQUEST_HEADER))
             .is_some(),
         caller_token: headers
             .and_then(|h| h.get(abi_wire::AUTH_HEADER))

@@ -139,6 +139,11 @@ fn model_registry_matches_the_reference_field_by_field() {
 }
 
 #[test]
+fn transfer_matches_the_reference_field_by_field() {
+    assert_same("abi/transfer/v1/transfer.proto", "transfer.v1.transfer_pb2");
+}
+
+#[test]
 fn the_comparison_sees_a_renumbered_field() {
     let mut file = ours("abi/document/v1/document.proto");
     let before = shape(&file);

@@ -49,7 +49,7 @@ async fn refusal(
         headers.insert(abi_wire::AUTH_HEADER, token(identity, instance).as_str());
     }
     if overflow {
-        headers.insert(abi_wire::documents::OVERFLOW_REQUEST_HEADER, "1");
+        headers.insert(abi_wire::overflow::REQUEST_HEADER, "1");
     }
     let subject = wire::subject(&setup.world.project, instance, "echo", op);
     let request = async_nats::Request::new()

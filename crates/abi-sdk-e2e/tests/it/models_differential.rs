@@ -207,10 +207,7 @@ async fn bad_chats_get_the_reference_codes_and_messages() {
                 headers.push((abi_wire::AUTH_HEADER, bound_token(instance)));
             }
             if overflowed {
-                headers.push((
-                    abi_wire::documents::OVERFLOW_REQUEST_HEADER,
-                    "upload-1".to_owned(),
-                ));
+                headers.push((abi_wire::overflow::REQUEST_HEADER, "upload-1".to_owned()));
             }
             answers.push(raw_chat(&world, instance, model, payload.clone(), &headers).await);
         }
