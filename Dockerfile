@@ -29,9 +29,12 @@ RUN apt-get update \
  && groupadd --system --gid 10001 abi \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin abi
 COPY --from=builder /out/ /usr/local/bin/
+# The demo provider's web app folder (its page and stylesheet).
+COPY --from=builder /src/examples/apps /usr/local/share/abi/apps
 # User and group abi (10001:10001). A secret file bind-mounted from the host
 # keeps its host owner and mode: see the top of docker-compose.yml.
 USER 10001:10001
 ENV NATS_URL=nats://nats:4222 \
-    ABI_LOG=info
+    ABI_LOG=info \
+    DEMO_APPS_DIR=/usr/local/share/abi/apps
 CMD ["abi-discovery"]

@@ -324,6 +324,28 @@ ctl chat demo-provider echo-chat "hello from abictl" >"$tmp/chat.txt" \
 grep -q "hello from abictl" "$tmp/chat.txt" || fail "echo-chat did not answer with the message"
 ok "demo-provider echo-chat answered: $(head -1 "$tmp/chat.txt")"
 
+# --- 6e. a web app over NATS ---------------------------------------------------
+step "apps: the provider serves the web app status; abictl serve-apps makes it a URL"
+ctl apps demo-provider | sed 's/^/    /'
+ABI_JWT_SECRET_FILE="$secret_file" \
+  spawn gateway "$bin_dir/abictl" serve-apps --listen "${ABI_STACK_APPS_LISTEN:-127.0.0.1:0}"
+apps_url=""
+for _ in $(seq 1 100); do
+  apps_url=$(sed -n 's|^serving apps on \(http://[^/]*\)/.*|\1|p' "$tmp/logs/gateway.log" | head -1)
+  [ -n "$apps_url" ] && break
+  sleep 0.1
+done
+[ -n "$apps_url" ] || fail "abictl serve-apps did not start"
+status_url="$apps_url/apps/demo-provider/status/"
+python3 - "$status_url" <<'PY' >"$tmp/app.txt" || fail "the status app did not answer through the gateway"
+import sys, urllib.request
+page = urllib.request.urlopen(sys.argv[1], timeout=30).read().decode()
+api = urllib.request.urlopen(sys.argv[1] + "api/hello", timeout=30).read().decode()
+assert "<h1>demo-provider</h1>" in page, page
+print(api)
+PY
+ok "the status app answered at $status_url: $(cat "$tmp/app.txt")"
+
 # --- 7. readiness follows dependencies --------------------------------------
 step "stop the provider: the consumer goes DEGRADED; start it again: READY"
 for entry in "${procs[@]}"; do
@@ -367,6 +389,7 @@ ctl rollouts | sed 's/^/    /'
 
 # --- up -----------------------------------------------------------------------
 printf '\n==> stack is up: NATS_URL=%s ABI_PROJECT=%s\n' "$NATS_URL" "$project"
+printf '    the demo web app: %s\n' "$status_url"
 printf '    try: NATS_URL=%s ABI_PROJECT=%s ABI_JWT_SECRET_FILE=%s %s/abictl tree\n' \
   "$NATS_URL" "$project" "$secret_file" "$bin_dir"
 if [ -n "$duration" ]; then

@@ -12,6 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         root.join("abi/agent/v1/agent.proto"),
         root.join("abi/model_registry/v1/model_registry.proto"),
         root.join("abi/transfer/v1/transfer.proto"),
+        root.join("abi/app/v1/app.proto"),
     ];
     for file in &files {
         println!("cargo:rerun-if-changed={}", file.display());

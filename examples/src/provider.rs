@@ -252,6 +252,42 @@ pub fn with_agents_and_models(spec: ModuleSpec) -> ModuleSpec {
     spec.serve(Arc::new(models)).serve(Arc::new(agents))
 }
 
+/// The web app [`with_app`] serves.
+pub const STATUS_APP: &str = "status";
+
+/// Where the demo's app folders are by default: `examples/apps` of this
+/// checkout (`DEMO_APPS_DIR` elsewhere, as in the Docker image).
+pub fn default_apps_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("apps")
+}
+
+/// Serves the web app `status`: the page and stylesheet of
+/// `<apps_dir>/status/` and, for every other path, an axum router
+/// (`/api/hello` answers who called). Reached in a browser through
+/// `abictl serve-apps` at `/apps/demo-provider/status/`.
+///
+/// # Errors
+///
+/// The folder's `manifest.json` is missing or malformed.
+///
+/// # Panics
+///
+/// Never: one app of that name.
+#[allow(clippy::expect_used)]
+pub fn with_app(
+    spec: ModuleSpec,
+    apps_dir: &std::path::Path,
+) -> Result<ModuleSpec, abi_sdk::apps::ReadError> {
+    use abi_sdk::apps::{AppCaller, AppHost, AppService, AppSpec};
+    async fn hello(axum::Extension(who): axum::Extension<AppCaller>) -> String {
+        serde_json::json!({"hello": "from demo-provider", "caller": who.caller}).to_string()
+    }
+    let router = axum::Router::new().route("/api/hello", axum::routing::get(hello));
+    let app = AppSpec::read(apps_dir.join(STATUS_APP))?.service(AppService::new(router));
+    let host = AppHost::new().app(app).expect("one app of that name");
+    Ok(spec.serve(Arc::new(host)))
+}
+
 /// The echo agent: one answer, or one streamed event per word.
 struct EchoAgent;
 
@@ -309,6 +345,18 @@ mod tests {
             capabilities: vec!["agent.invoke.v1".into(), "summarize".into()],
         };
         assert_eq!(spec.descriptor().agents, [summarizer]);
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn the_app_declaration_is_read_from_its_folder() {
+        let spec = super::with_app(super::spec("1.0.0"), &super::default_apps_dir()).unwrap();
+        let app = &spec.descriptor().apps[0];
+        assert_eq!(
+            (app.name.as_str(), app.title.as_str()),
+            (super::STATUS_APP, "Provider status")
+        );
+        assert_eq!(app.entry, "index.html");
     }
 
     #[test]

@@ -255,6 +255,22 @@ pub enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Declared web apps per module, with the instances serving them and
+    /// their gateway paths (from the registry).
+    Apps {
+        /// Only this module.
+        module: Option<String>,
+    },
+    /// An HTTP gateway to the project's web apps until Ctrl-C:
+    /// `http://<listen>/apps/<module>/<app>/...` reaches a READY instance.
+    ServeApps {
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// The modules' contract major.
+        #[arg(long, default_value_t = 1)]
+        major: u32,
+    },
     /// Declared chat models per module, with the instances serving them and
     /// their statuses (from the registry).
     Models {

@@ -19,7 +19,6 @@ use abi_proto::common::v1 as common;
 use abi_proto::model_registry::v1 as mpb;
 use abi_pyjson::Json;
 use abi_wire::models::{CHAT_KIND, MessageType, chat_subject};
-use async_nats::{HeaderMap, RequestErrorKind};
 use prost::Message as _;
 use tokio::time::Instant;
 
@@ -279,31 +278,15 @@ impl ChatModel {
         payload: bytes::Bytes,
     ) -> Result<ChatMessage, CallError> {
         let subject = chat_subject(self.proxy.client().project(), instance_id, &self.name);
-        let mut headers = HeaderMap::new();
-        headers.insert(abi_wire::AUTH_HEADER, (self.signer)(instance_id)?.as_str());
-        let request = async_nats::Request::new()
-            .headers(headers)
-            .payload(payload)
-            .timeout(Some(self.timeout));
-        let reply = nats
-            .send_request(subject.clone(), request)
-            .await
-            .map_err(|err| {
-                let kind = match err.kind() {
-                    RequestErrorKind::NoResponders => CallErrorKind::NoResponders,
-                    RequestErrorKind::TimedOut => CallErrorKind::TimedOut,
-                    RequestErrorKind::MaxPayloadExceeded => CallErrorKind::PayloadTooLarge,
-                    _ => CallErrorKind::Transport,
-                };
-                CallError::new(kind, format!("chat on {subject} failed")).with_source(err)
-            })?;
-        let response = mpb::ChatResponse::decode(reply.payload.as_ref()).map_err(|e| {
-            CallError::new(
-                CallErrorKind::Decode,
-                format!("malformed reply on {subject}"),
-            )
-            .with_source(e)
-        })?;
+        let token = (self.signer)(instance_id)?;
+        let response: mpb::ChatResponse = abi_sdk_core::instance_call::call_instance(
+            nats,
+            &subject,
+            &token,
+            payload,
+            self.timeout,
+        )
+        .await?;
         if let Some(error) = response.error.filter(|e| !e.code.is_empty()) {
             return Err(
                 CallError::new(CallErrorKind::from_code(&error.code), error.message)

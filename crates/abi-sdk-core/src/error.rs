@@ -208,6 +208,8 @@ pub enum CallErrorKind {
     Conflict,
     /// The serving side ran out of time (`DEADLINE_EXCEEDED`).
     DeadlineExceeded,
+    /// The module's web app failed (`APP_ERROR`).
+    AppError,
     /// No such job run: no record, and no trigger of the job stored at its
     /// sequence (decided by the caller; no wire code).
     RunNotFound,
@@ -269,6 +271,7 @@ kind_display!(CallErrorKind {
     NotFound => "not found",
     Conflict => "conflict",
     DeadlineExceeded => "deadline exceeded",
+    AppError => "app failed",
     RunNotFound => "run not found",
     NoResponders => "no responders",
     Transport => "transport error",
@@ -349,6 +352,7 @@ impl From<ErrorCode> for CallErrorKind {
             ErrorCode::NotFound => Self::NotFound,
             ErrorCode::Conflict => Self::Conflict,
             ErrorCode::DeadlineExceeded => Self::DeadlineExceeded,
+            ErrorCode::AppError => Self::AppError,
         }
     }
 }

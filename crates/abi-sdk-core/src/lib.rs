@@ -55,6 +55,7 @@ mod error;
 mod health;
 pub mod host;
 pub mod ids;
+pub mod instance_call;
 pub mod job_spec;
 pub mod local;
 mod runner;

@@ -10,7 +10,9 @@
 //! - [`models`] (feature `models`, crate `abi-models`): the chat-model host
 //!   and [`models::ModelsExt`] for a proxy's chat model;
 //! - [`workflows`] (feature `workflows`, crate `abi-workflows`, with `jobs`):
-//!   durable steps on the job host ([`workflows::FlowContext`]).
+//!   durable steps on the job host ([`workflows::FlowContext`]);
+//! - [`apps`] (feature `apps`, crate `abi-apps`): web apps over NATS, any
+//!   tower service and an app folder, and [`apps::AppsExt`] for a proxy's app.
 //!
 //! A module that serves and calls none of them writes
 //! `abi-sdk = { version = "…", default-features = false }` (or depends on
@@ -40,6 +42,8 @@ pub use abi_sdk_core::*;
 
 #[cfg(feature = "agents")]
 pub use abi_agents as agents;
+#[cfg(feature = "apps")]
+pub use abi_apps as apps;
 #[cfg(feature = "jobs")]
 pub use abi_jobs as jobs;
 #[cfg(feature = "models")]

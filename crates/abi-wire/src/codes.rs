@@ -99,6 +99,8 @@ pub enum ErrorCode {
     /// An operation outlasted its deadline on the serving side (reading an
     /// overflowed request, say).
     DeadlineExceeded,
+    /// A module's web app failed, or its answer could not be sent.
+    AppError,
 }
 
 /// The code the reference's SDK raises itself when a wait for an agent
@@ -110,7 +112,7 @@ pub const DEPENDENCY_TIMEOUT: &str = "DEPENDENCY_TIMEOUT";
 
 impl ErrorCode {
     /// Every code, in declaration order (for tests and tools).
-    pub const ALL: [ErrorCode; 42] = [
+    pub const ALL: [ErrorCode; 43] = [
         ErrorCode::InvalidArgument,
         ErrorCode::DescriptorConflict,
         ErrorCode::DependencyCycle,
@@ -153,6 +155,7 @@ impl ErrorCode {
         ErrorCode::NotFound,
         ErrorCode::Conflict,
         ErrorCode::DeadlineExceeded,
+        ErrorCode::AppError,
     ];
 
     /// The code as it travels on the wire, e.g. `"LEASE_EXPIRED"`.
@@ -200,6 +203,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            ErrorCode::AppError => "APP_ERROR",
         }
     }
 

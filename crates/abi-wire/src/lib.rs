@@ -15,6 +15,8 @@
 //! - [`auth`]: the token header;
 //! - [`nats`]: how a process names its NATS servers ([`ServerList`]);
 //! - [`rpc`]: each request type bound to its operation and response ([`rpc::Rpc`]);
+//! - [`apps`]: web apps over NATS: the instance subject and the reference's
+//!   limits;
 //! - [`overflow`]: RPC overflow's subjects, headers and limits (payloads above
 //!   the broker's max payload);
 //! - [`workflows`]: the step journal's collections, ids, fields, limits and key check.
@@ -22,6 +24,7 @@
 //! The subjects of agents and models come here as those surfaces land.
 
 pub mod agents;
+pub mod apps;
 pub mod auth;
 pub mod codes;
 pub mod discovery;

@@ -1,5 +1,5 @@
 //! `demo-provider`: a module that serves jobs (`tick`, `echo`, `sleepy`), an
-//! agent (`echo`) and a chat model (`echo-chat`), and does a little periodic work (the module itself is `abi_examples::provider`). Copy both
+//! agent (`echo`), a chat model (`echo-chat`) and a web app (`status`), and does a little periodic work (the module itself is `abi_examples::provider`). Copy both
 //! to start your own module.
 //!
 //! Run it next to a NATS server and `abi-discovery`:
@@ -13,12 +13,15 @@
 //! Everything else comes from the environment the SDK reads (`NATS_URL`,
 //! `ABI_PROJECT`, `ABI_MODULE_KEY` or `ABI_SERVICE_TOKEN`, `ABI_ROLLOUT_ID`,
 //! `ABI_ROLLOUT_MODULES`, `ABI_HEALTH_PORT`); `DEMO_VERSION` sets the package
-//! version it declares and `DEMO_WORK_MS` how often it works (default 2000).
+//! version it declares, `DEMO_WORK_MS` how often it works (default 2000) and
+//! `DEMO_APPS_DIR` where its app folders are (default `examples/apps`).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use abi_examples::provider::{Provider, spec, with_agents_and_models, with_jobs};
+use abi_examples::provider::{
+    Provider, default_apps_dir, spec, with_agents_and_models, with_app, with_jobs,
+};
 use abi_sdk::run_module;
 
 /// mimalloc rather than glibc's malloc: a busy module spends far less CPU
@@ -44,7 +47,15 @@ async fn main() -> ExitCode {
     // The runner registers, renews the lease, waits for dependencies, calls
     // the hooks, serves /health and /ready, and drains on SIGTERM.
     let version = std::env::var("DEMO_VERSION").unwrap_or_else(|_| "1.0.0".into());
-    match run_module(with_agents_and_models(with_jobs(spec(&version))), module).await {
+    let apps_dir = std::env::var_os("DEMO_APPS_DIR").map_or_else(default_apps_dir, Into::into);
+    let spec = match with_app(with_agents_and_models(with_jobs(spec(&version))), &apps_dir) {
+        Ok(spec) => spec,
+        Err(error) => {
+            eprintln!("{error} (DEMO_APPS_DIR names the folder of the demo's apps)");
+            return ExitCode::from(2);
+        }
+    };
+    match run_module(spec, module).await {
         Ok(()) => ExitCode::SUCCESS,
         // The runner already logged the error; the exit code tells a supervisor.
         Err(_) => ExitCode::FAILURE,

@@ -21,7 +21,6 @@ use abi_proto::common::v1 as common;
 use abi_proto::discovery::v1 as pb;
 use abi_wire::agents::{self as wire, Operation};
 use abi_wire::rpc::Reply;
-use async_nats::{HeaderMap, RequestErrorKind};
 use prost::Message;
 
 use super::AgentClient;
@@ -259,42 +258,14 @@ async fn call<Resp: Message + Default + Reply>(
         Some(sign) => sign(instance_id)?,
         None => discovery.token().for_audience(instance_id)?,
     };
-    let mut headers = HeaderMap::new();
-    headers.insert(abi_wire::AUTH_HEADER, token.as_str());
-    let request = async_nats::Request::new()
-        .headers(headers)
-        .payload(payload.into())
-        .timeout(Some(client.request_timeout));
-    let reply = match tokio::time::timeout(
+    let response: Resp = abi_sdk_core::instance_call::call_instance(
+        nats,
+        &subject,
+        &token,
+        payload.into(),
         client.request_timeout,
-        nats.send_request(subject.clone(), request),
     )
-    .await
-    {
-        Ok(Ok(reply)) => reply,
-        Ok(Err(e)) => {
-            let kind = match e.kind() {
-                RequestErrorKind::NoResponders => CallErrorKind::NoResponders,
-                RequestErrorKind::TimedOut => CallErrorKind::TimedOut,
-                RequestErrorKind::MaxPayloadExceeded => CallErrorKind::PayloadTooLarge,
-                _ => CallErrorKind::Transport,
-            };
-            return Err(CallError::new(kind, format!("request to {subject} failed")).with_source(e));
-        }
-        Err(_) => {
-            return Err(CallError::new(
-                CallErrorKind::TimedOut,
-                format!("no reply on {subject} before the deadline"),
-            ));
-        }
-    };
-    let response = Resp::decode(reply.payload.as_ref()).map_err(|e| {
-        CallError::new(
-            CallErrorKind::Decode,
-            format!("malformed reply on {subject}"),
-        )
-        .with_source(e)
-    })?;
+    .await?;
     if let Some(error) = response.call_error() {
         return Err(
             CallError::new(CallErrorKind::from_code(&error.code), error.message.clone())

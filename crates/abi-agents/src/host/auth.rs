@@ -13,9 +13,7 @@
 //! with `new_invocation` set; a refusal is never cached.
 
 use abi_wire::ErrorCode;
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use abi_proto::discovery::v1 as pb;
 use abi_wire::agents::{AUTHORIZATION_SECS, MAX_AUTHORIZATIONS};
@@ -31,52 +29,12 @@ pub(crate) struct Caller {
     pub(crate) admin: bool,
 }
 
-/// One cached answer: reuse until, the caller, and its insertion order.
-type Entry = (Instant, Caller, u64);
-/// The answers by (token, agent), and the next insertion order.
-type Entries = (HashMap<(String, String), Entry>, u64);
+/// Discovery's answers by (caller token, agent).
+pub(crate) type Authorizations = abi_sdk_core::host::grants::Authorizations<Caller>;
 
-/// The cache: (token, agent) to (reuse until, caller), oldest first.
-#[derive(Debug, Default)]
-pub(crate) struct Authorizations {
-    entries: Mutex<Entries>,
-}
-
-impl Authorizations {
-    fn cached(&self, token: &str, agent: &str, now: Instant) -> Option<Caller> {
-        let entries = self.entries.lock().ok()?;
-        let (until, caller, _) = entries.0.get(&(token.to_owned(), agent.to_owned()))?;
-        (now < *until).then(|| caller.clone())
-    }
-
-    fn remember(&self, token: &str, agent: &str, caller: &Caller, now: Instant) {
-        let lifetime = AUTHORIZATION_SECS.min(token_expiry(token) - unix_now());
-        if lifetime <= 0.0 {
-            return;
-        }
-        let Ok(mut guard) = self.entries.lock() else {
-            return;
-        };
-        let (entries, counter) = &mut *guard;
-        let key = (token.to_owned(), agent.to_owned());
-        entries.remove(&key);
-        if entries.len() >= MAX_AUTHORIZATIONS {
-            entries.retain(|_, (until, _, _)| *until > now);
-        }
-        while entries.len() >= MAX_AUTHORIZATIONS {
-            let oldest = entries
-                .iter()
-                .min_by_key(|(_, (_, _, order))| *order)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => entries.remove(&k),
-                None => break,
-            };
-        }
-        *counter += 1;
-        let until = now + Duration::from_secs_f64(lifetime);
-        entries.insert(key, (until, caller.clone(), *counter));
-    }
+/// An empty cache with the reference's lifetime and size.
+pub(crate) fn authorizations() -> Authorizations {
+    Authorizations::new(AUTHORIZATION_SECS, MAX_AUTHORIZATIONS)
 }
 
 /// The caller of a request to agent `name`, as discovery vouches for it.
@@ -129,54 +87,6 @@ fn ready(status: Status) -> Result<(), CallError> {
     .with_code(ErrorCode::ModuleUnavailable.as_str()))
 }
 
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// The `exp` claim of a JWT, unverified (it only bounds the reuse of
-/// discovery's answer for this very token), or 0 without a readable one.
-fn token_expiry(token: &str) -> f64 {
-    let Some(part) = token.split('.').nth(1) else {
-        return 0.0;
-    };
-    let Some(bytes) = base64url(part) else {
-        return 0.0;
-    };
-    let Ok(claims) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-        return 0.0;
-    };
-    match claims.get("exp") {
-        Some(serde_json::Value::Number(n)) => n.as_f64().filter(|f| f.is_finite()).unwrap_or(0.0),
-        _ => 0.0,
-    }
-}
-
-/// Unpadded (or padded) URL-safe base64.
-fn base64url(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes().filter(|&c| c != b'=') {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'-' | b'+' => 62,
-            b'_' | b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -207,37 +117,5 @@ mod tests {
                 "{status:?}"
             );
         }
-    }
-
-    #[test]
-    fn a_token_bounds_its_cached_answer() {
-        let token = abi_auth::issue_module_token(
-            "caller",
-            &abi_auth::module_key("secret-secret-secret-secret-secret!", "caller").unwrap(),
-            Duration::from_secs(300),
-            SystemTime::now(),
-            Some("inst"),
-        )
-        .unwrap();
-        let exp = token_expiry(&token);
-        assert!((exp - unix_now() - 300.0).abs() < 5.0, "{exp}");
-        assert_eq!(token_expiry("not-a-jwt"), 0.0);
-
-        let cache = Authorizations::default();
-        let now = Instant::now();
-        let caller = Caller {
-            identity: "caller".into(),
-            admin: false,
-        };
-        cache.remember(&token, "echo", &caller, now);
-        assert_eq!(cache.cached(&token, "echo", now), Some(caller.clone()));
-        assert_eq!(cache.cached(&token, "other", now), None);
-        assert_eq!(
-            cache.cached(&token, "echo", now + Duration::from_secs(6)),
-            None
-        );
-        // An unreadable token is never cached.
-        cache.remember("x.y.z", "echo", &caller, now);
-        assert_eq!(cache.cached("x.y.z", "echo", now), None);
     }
 }

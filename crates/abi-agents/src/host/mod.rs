@@ -261,7 +261,7 @@ impl AgentHost {
                 .map(|(s, h)| (s.name.clone(), h.clone()))
                 .collect(),
             runs: run::Runs::default(),
-            auth: auth::Authorizations::default(),
+            auth: auth::authorizations(),
             membership: view::Membership::default(),
             submits: keyed::KeyedLocks::default(),
             stopping: Stopping::new(),

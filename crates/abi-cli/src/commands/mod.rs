@@ -2,6 +2,7 @@
 
 mod agent_runs;
 mod agents;
+mod apps;
 mod chat;
 mod decode;
 mod docs;
@@ -19,6 +20,7 @@ mod new;
 mod rollouts;
 mod runs;
 mod schedules;
+pub mod serve_apps;
 mod steps;
 mod tree;
 mod wait;
@@ -128,6 +130,8 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
         Command::Steps { module, run_id } => steps::run(cx, module, run_id).await,
         Command::Cancel { module, run_id } => runs::cancel(cx, module, run_id).await,
         Command::Models { module } => models::run(cx, module.as_deref()).await,
+        Command::Apps { module } => apps::run(cx, module.as_deref()).await,
+        Command::ServeApps { listen, major } => serve_apps::run(cx, *listen, *major).await,
         Command::Chat {
             module,
             model,

@@ -4,6 +4,7 @@
 mod common;
 
 mod cli_agents;
+mod cli_apps;
 mod cli_commands;
 mod cli_jobs;
 mod cli_models;

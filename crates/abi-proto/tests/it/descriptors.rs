@@ -144,6 +144,11 @@ fn transfer_matches_the_reference_field_by_field() {
 }
 
 #[test]
+fn app_matches_the_reference_field_by_field() {
+    assert_same("abi/app/v1/app.proto", "app.v1.app_pb2");
+}
+
+#[test]
 fn the_comparison_sees_a_renumbered_field() {
     let mut file = ours("abi/document/v1/document.proto");
     let before = shape(&file);

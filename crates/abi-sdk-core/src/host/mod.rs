@@ -24,6 +24,7 @@
 //! (`close.rs`).
 
 pub(crate) mod close;
+pub mod grants;
 mod links;
 pub mod serve;
 pub mod stopping;

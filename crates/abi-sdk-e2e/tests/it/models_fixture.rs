@@ -229,6 +229,19 @@ impl Process {
         Self::spawn(command)
     }
 
+    /// The reference's app module (`app_peer.py serve <folder>`) as module
+    /// `module`.
+    pub fn reference_app(world: &World, module: &str, folder: &std::path::Path) -> Self {
+        let mut command = Command::new(python());
+        command
+            .arg(workspace_root().join("tests/interop/app_peer.py"))
+            .arg("serve")
+            .arg(folder)
+            .envs(world.module_env(module))
+            .env("PYTHONUNBUFFERED", "1");
+        Self::spawn(command)
+    }
+
     fn spawn(mut command: Command) -> Self {
         command
             .stdin(Stdio::null())
@@ -324,23 +337,33 @@ pub async fn raw_chat(
     payload: Vec<u8>,
     headers: &[(&str, String)],
 ) -> (String, String) {
-    let nats = async_nats::connect(world.nats.url()).await.unwrap();
-    let mut map = async_nats::HeaderMap::new();
-    for (k, v) in headers {
-        map.insert(*k, v.as_str());
-    }
     let subject = abi_wire::models::chat_subject(&world.project, instance_id, model);
-    let request = async_nats::Request::new()
-        .headers(map)
-        .payload(payload.into())
-        .timeout(Some(DEADLINE));
-    let reply = nats.send_request(subject, request).await.unwrap();
+    let reply = raw_request(world, subject, payload, headers).await;
     let response = mpb::ChatResponse::decode(reply.payload.as_ref()).unwrap();
     match (response.error, response.message) {
         (Some(e), _) if !e.code.is_empty() => (e.code, e.message),
         (_, Some(m)) => (String::new(), m.r#type),
         _ => ("?".into(), "?".into()),
     }
+}
+
+/// One raw request to `subject` with `headers`, its reply whole.
+pub async fn raw_request(
+    world: &World,
+    subject: String,
+    payload: Vec<u8>,
+    headers: &[(&str, String)],
+) -> async_nats::Message {
+    let nats = async_nats::connect(world.nats.url()).await.unwrap();
+    let mut map = async_nats::HeaderMap::new();
+    for (k, v) in headers {
+        map.insert(*k, v.as_str());
+    }
+    let request = async_nats::Request::new()
+        .headers(map)
+        .payload(payload.into())
+        .timeout(Some(DEADLINE));
+    nats.send_request(subject, request).await.unwrap()
 }
 
 /// The caller's token bound to `instance_id`.

@@ -1,0 +1,93 @@
+//! [`AppService`]: any `tower::Service` over `http` requests, an axum
+//! `Router` among them, erased so a host can hold several. Who called rides
+//! in the request's extensions ([`AppCaller`]).
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt as _, Full};
+use tower::ServiceExt as _;
+
+use abi_sdk_core::BoxError;
+
+/// The body an app's service receives: the whole request body.
+pub type AppBody = Full<Bytes>;
+
+/// Who a request comes from, in the request's extensions (axum:
+/// `Extension<AppCaller>`): the caller's service identity, as discovery
+/// vouched for it, and the user and workspace only the API may name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppCaller {
+    /// The caller's service identity (`api` for Nexus).
+    pub caller: String,
+    /// The signed-in user, empty unless the caller is the API.
+    pub user_id: String,
+    /// The workspace the user opened the app from.
+    pub workspace_id: String,
+    /// Where the gateway mounts the app (`/apps/<module>/<app>`).
+    pub root_path: String,
+}
+
+type Call = dyn Fn(http::Request<AppBody>) -> BoxFuture<'static, Result<http::Response<Bytes>, BoxError>>
+    + Send
+    + Sync;
+
+/// An app's service; cheap to clone.
+#[derive(Clone)]
+pub struct AppService {
+    call: Arc<Call>,
+}
+
+impl fmt::Debug for AppService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AppService")
+    }
+}
+
+impl AppService {
+    /// Serves requests with `service` (cloned per request, as tower services
+    /// are); its response body is read whole before it is answered.
+    pub fn new<S, B>(service: S) -> Self
+    where
+        S: tower::Service<http::Request<AppBody>, Response = http::Response<B>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let call = move |request: http::Request<AppBody>| {
+            let service = service.clone();
+            Box::pin(async move {
+                let response = service.oneshot(request).await.map_err(Into::into)?;
+                let (parts, body) = response.into_parts();
+                let body = body.collect().await.map_err(Into::into)?.to_bytes();
+                Ok(http::Response::from_parts(parts, body))
+            }) as BoxFuture<'static, _>
+        };
+        Self {
+            call: Arc::new(call),
+        }
+    }
+
+    /// Answers `request`.
+    ///
+    /// # Errors
+    ///
+    /// The service's failure, or its body's.
+    ///
+    /// # Cancel safety
+    ///
+    /// As the service's own future.
+    pub async fn call(
+        &self,
+        request: http::Request<AppBody>,
+    ) -> Result<http::Response<Bytes>, BoxError> {
+        (self.call)(request).await
+    }
+}

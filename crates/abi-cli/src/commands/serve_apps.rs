@@ -1,0 +1,159 @@
+//! `abictl serve-apps [--listen 127.0.0.1:8080]`: an HTTP gateway to the
+//! project's web apps, so a browser reaches an app with no NATS client:
+//! `http://<listen>/apps/<module>/<app>/<path>` goes to a READY instance
+//! of `<module>` declaring `<app>` (the SDK's `AppClient`: an instance that
+//! refuses before its app ran is passed over), and its response comes
+//! back. `/apps/<module>/<app>` redirects to its trailing slash, so an
+//! app's relative links resolve. Runs until Ctrl-C or SIGTERM.
+//!
+//! Calls are signed as abictl signs chats: with the project secret, a
+//! service token for `--as` (default `api`) bound to the instance called;
+//! no user or workspace is named (the gateway authenticates nobody).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use abi_sdk::apps::AppsExt as _;
+use abi_sdk::{CallError, CallErrorKind, DiscoveryClient};
+use axum::body::{Body, to_bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use bytes::Bytes;
+
+use super::Ctx;
+use crate::auth;
+use crate::connect;
+use crate::signals;
+
+/// The largest request body the gateway reads (the reference's default
+/// upload limit is 1 GiB; an app may take less, and says so).
+const MAX_BODY: usize = 256 * 1024 * 1024;
+
+/// The gateway path of `module`'s app `app`.
+pub fn mount(module: &str, app: &str) -> String {
+    format!("/apps/{module}/{app}")
+}
+
+#[derive(Clone)]
+struct Gateway {
+    client: DiscoveryClient,
+    major: u32,
+    signer: Option<abi_sdk::BoundSigner>,
+    timeout: Duration,
+}
+
+/// Serves the gateway on `listen` until interrupted.
+///
+/// # Errors
+///
+/// The address cannot be bound (exit 2), NATS or discovery unreachable (exit 3).
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping it stops serving; calls in flight are dropped.
+pub async fn run(cx: Ctx<'_>, listen: SocketAddr, major: u32) -> anyhow::Result<()> {
+    let client = connect::client(cx.global, cx.env).await?;
+    let gateway = Gateway {
+        client,
+        major,
+        signer: auth::bound_signer(cx.global, cx.env)?,
+        timeout: Duration::from_secs(cx.global.timeout_secs.max(1)),
+    };
+    let router = axum::Router::new()
+        .route("/apps/{module}/{app}", any(redirect))
+        .route("/apps/{module}/{app}/", any(forward_root))
+        .route("/apps/{module}/{app}/{*rest}", any(forward))
+        .with_state(gateway);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    let bound = listener.local_addr()?;
+    println!("serving apps on http://{bound}/apps/<module>/<app>/");
+    tracing::info!(%bound, "app gateway serving");
+    axum::serve(listener, router)
+        .with_graceful_shutdown(signals::interrupted())
+        .await?;
+    Ok(())
+}
+
+async fn redirect(Path((module, app)): Path<(String, String)>) -> Response {
+    let to = format!("{}/", mount(&module, &app));
+    (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, to)]).into_response()
+}
+
+async fn forward_root(
+    State(gateway): State<Gateway>,
+    Path((module, app)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    call(&gateway, &module, &app, "", request).await
+}
+
+async fn forward(
+    State(gateway): State<Gateway>,
+    Path((module, app, rest)): Path<(String, String, String)>,
+    request: Request,
+) -> Response {
+    call(&gateway, &module, &app, &rest, request).await
+}
+
+async fn call(
+    gateway: &Gateway,
+    module: &str,
+    app: &str,
+    rest: &str,
+    request: Request,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let Ok(body) = to_bytes(body, MAX_BODY).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "Request too large").into_response();
+    };
+    let path = match parts.uri.query() {
+        Some(query) => format!("/{rest}?{query}"),
+        None => format!("/{rest}"),
+    };
+    let Ok(uri) = path.parse() else {
+        return (StatusCode::BAD_REQUEST, "Invalid path").into_response();
+    };
+    parts.uri = uri;
+    parts.headers.remove(header::HOST);
+    let mut client = gateway
+        .client
+        .module(module, gateway.major)
+        .web_app(app)
+        .mounted_at(mount(module, app))
+        .timeout(gateway.timeout);
+    if let Some(signer) = &gateway.signer {
+        client = client.bound_tokens(signer.clone());
+    }
+    match client.call(http::Request::from_parts(parts, body)).await {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            Response::from_parts(parts, Body::from(body))
+        }
+        Err(err) => refused(&err),
+    }
+}
+
+/// A call that got no response from the app, as HTTP.
+fn refused(err: &CallError) -> Response {
+    let status = match err.kind() {
+        CallErrorKind::AppNotFound | CallErrorKind::ModuleNotFound => StatusCode::NOT_FOUND,
+        CallErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        CallErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
+        CallErrorKind::TimedOut => StatusCode::GATEWAY_TIMEOUT,
+        CallErrorKind::ModuleUnavailable | CallErrorKind::NoResponders => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    tracing::warn!(error = %err, "app call failed");
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain")],
+        Bytes::from(err.to_string()),
+    )
+        .into_response()
+}
