@@ -194,9 +194,10 @@ impl AppClient {
             ..Default::default()
         };
         // A body above the inline limit is held here and pulled by the host.
-        let holding = tokio_util::sync::CancellationToken::new();
+        let holding = stream::Ends::default();
         let tasks = tokio_util::task::TaskTracker::new();
-        let _stop_holding = holding.clone().drop_guard();
+        // Once answered, the host read the body (or never will).
+        let _stop_holding = holding.stop.clone().drop_guard();
         if body.len() > wire::INLINE_BYTES {
             let chunk = wire::chunk_bytes(nats.server_info().max_payload);
             request.body_follows = true;

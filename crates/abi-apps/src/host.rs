@@ -132,7 +132,7 @@ impl ServedHost for AppHost {
                 streams: Arc::new(AtomicUsize::new(0)),
                 grants: Authorizations::new(wire::AUTHORIZATION_SECONDS as f64, MAX_AUTHORIZATIONS),
                 etags: Etags::default(),
-                stop_streams: tokio_util::sync::CancellationToken::new(),
+                stream_ends: stream::Ends::default(),
             }),
         })
     }
@@ -154,7 +154,8 @@ struct Shared {
     streams: Arc<AtomicUsize>,
     grants: Authorizations<String>,
     etags: Etags,
-    stop_streams: tokio_util::sync::CancellationToken,
+    /// Ends the held bodies: lingering ones at a drain, all at close.
+    stream_ends: stream::Ends,
 }
 
 /// One response body held: counted while it lasts.
@@ -216,6 +217,7 @@ impl BoundAppHost {
 
     async fn drain_within(&self, timeout: Duration) {
         self.shared.stopping.stop_accepting();
+        self.shared.stream_ends.draining.cancel();
         let deadline = Instant::now() + timeout;
         if tokio::time::timeout_at(deadline, self.shared.requests.settled())
             .await
@@ -234,7 +236,7 @@ impl BoundAppHost {
 
     async fn close_by(&self, deadline: Instant) {
         self.shared.stopping.close();
-        self.shared.stop_streams.cancel();
+        self.shared.stream_ends.stop.cancel();
         let until = deadline.min(Instant::now() + CLOSE_GRACE);
         self.shared.requests.close(until).await;
         let _ = self.shared.stopping.settled_by(until).await;
@@ -334,7 +336,7 @@ async fn handle(shared: &Shared, name: &str, msg: &Message) -> Result<pb::HttpRe
                 held,
                 chunk,
                 shared.stopping.work(),
-                shared.stop_streams.clone(),
+                shared.stream_ends.clone(),
                 StreamSlot::take(&shared.streams),
             )
             .await;

@@ -67,11 +67,21 @@ impl Held {
     }
 }
 
+/// When a held body ends besides its reader's pace.
+#[derive(Debug, Clone, Default)]
+pub struct Ends {
+    /// The host drains: a body already sent whole stops waiting for a
+    /// repeated last pull.
+    pub draining: CancellationToken,
+    /// The host stops: the next pull gets `MODULE_UNAVAILABLE`.
+    pub stop: CancellationToken,
+}
+
 /// Holds `body` on a new inbox of `nats` and answers its pulls until the
-/// reader took the last chunk (and a little longer, for a lost reply), left
-/// (`cancel`), stopped pulling for the idle limit, or `stop` fired (the
-/// next pull then gets `MODULE_UNAVAILABLE`); `guard` is dropped then.
-/// Returns the inbox.
+/// reader took the last chunk (and a little longer, for a lost reply,
+/// unless the host drains), left (`cancel`), stopped pulling for the idle
+/// limit, or the host stopped (`ends`); `guard` is dropped then. Returns
+/// the inbox.
 ///
 /// # Errors
 ///
@@ -85,7 +95,7 @@ pub async fn hold<G: Send + 'static>(
     body: Held,
     chunk_bytes: usize,
     tasks: &tokio_util::task::TaskTracker,
-    stop: CancellationToken,
+    ends: Ends,
     guard: G,
 ) -> Result<String, async_nats::SubscribeError> {
     let inbox = nats.new_inbox();
@@ -99,10 +109,12 @@ pub async fn hold<G: Send + 'static>(
         let chunk = chunk_bytes.max(1) as u64;
         let chunks = total.div_ceil(chunk).max(1);
         let mut wait = idle;
+        let mut lingering = false;
         loop {
             let next = tokio::select! {
                 next = tokio::time::timeout(wait, pulls.next()) => next,
-                () = stop.cancelled() => {
+                () = ends.draining.cancelled(), if lingering => break,
+                () = ends.stop.cancelled() => {
                     // The host stops: the next pull learns it.
                     if let Ok(Some(pull)) = tokio::time::timeout(Duration::from_secs(1), pulls.next()).await
                         && let Some(reply) = pull.reply {
@@ -116,11 +128,12 @@ pub async fn hold<G: Send + 'static>(
                 }
             };
             let Ok(Some(pull)) = next else { break };
-            let Some(reply) = pull.reply else { continue };
             let Ok(asked) = pb::BodyPull::decode(pull.payload.as_ref()) else { continue };
+            // A cancel comes without a reply subject: the reader is gone.
             if asked.cancel {
                 break;
             }
+            let Some(reply) = pull.reply else { continue };
             let sequence = asked.sequence.min(chunks - 1);
             let answer = match body.chunk(sequence * chunk, chunk as usize).await {
                 Ok(data) => pb::BodyChunk {
@@ -143,6 +156,7 @@ pub async fn hold<G: Send + 'static>(
                 debug!(%error, "a body chunk was not sent");
             }
             // After the last chunk, linger for a repeated pull only.
+            lingering = last;
             wait = if last { LINGER } else { idle };
         }
     });
@@ -240,5 +254,78 @@ async fn cancel(nats: &async_nats::Client, inbox: &str) {
         .await
     {
         debug!(%error, "could not tell a body's holder its reader left");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+    use abi_test_support::NatsServer;
+    use tokio_util::task::TaskTracker;
+
+    /// Above the inline limit, not a multiple of a chunk.
+    const SIZE: usize = 600 * 1024 + 3;
+
+    fn body() -> Bytes {
+        (0..SIZE)
+            .map(|i| (i % 251) as u8)
+            .collect::<Vec<_>>()
+            .into()
+    }
+
+    #[tokio::test]
+    async fn a_held_body_is_pulled_whole_and_lingers_until_the_host_drains() {
+        let server = NatsServer::start().await;
+        let nats = async_nats::connect(server.url()).await.unwrap();
+        let tasks = TaskTracker::new();
+        let ends = Ends::default();
+        let chunk = wire::chunk_bytes(nats.server_info().max_payload);
+        let inbox = hold(&nats, Held::Bytes(body()), chunk, &tasks, ends.clone(), ())
+            .await
+            .unwrap();
+        let pulled = pull(&nats, &inbox, Bytes::new(), u64::MAX).await.unwrap();
+        assert_eq!(pulled, Some(body()));
+        tasks.close();
+        // Taken whole, it still answers a repeated last pull...
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), tasks.wait())
+                .await
+                .is_err()
+        );
+        // ...until the host drains.
+        ends.draining.cancel();
+        tokio::time::timeout(Duration::from_secs(5), tasks.wait())
+            .await
+            .expect("a drain ends a body sent whole");
+    }
+
+    #[tokio::test]
+    async fn a_reader_past_its_limit_stops_and_the_holder_ends() {
+        let server = NatsServer::start().await;
+        let nats = async_nats::connect(server.url()).await.unwrap();
+        let tasks = TaskTracker::new();
+        let chunk = wire::chunk_bytes(nats.server_info().max_payload);
+        let inbox = hold(
+            &nats,
+            Held::Bytes(body()),
+            chunk,
+            &tasks,
+            Ends::default(),
+            (),
+        )
+        .await
+        .unwrap();
+        let pulled = pull(&nats, &inbox, Bytes::new(), 1000).await.unwrap();
+        assert_eq!(pulled, None, "above the limit: a 413 for the caller");
+        tasks.close();
+        tokio::time::timeout(Duration::from_secs(5), tasks.wait())
+            .await
+            .expect("the reader's cancel ends the holder");
+        let gone = pull(&nats, &inbox, Bytes::new(), u64::MAX)
+            .await
+            .unwrap_err();
+        assert_eq!(gone.code, ErrorCode::Unavailable, "{gone:?}");
     }
 }

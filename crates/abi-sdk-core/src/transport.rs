@@ -171,9 +171,14 @@ impl Transport {
     ) -> Result<Bytes, CallError> {
         let mut headers = HeaderMap::new();
         headers.insert(abi_auth::AUTH_HEADER, token);
-        // The chunk exchanges carry the token only; the call says it can
-        // read a parked reply (as the reference's clients all do).
-        let transfers = Caller::new(client.clone(), headers.clone(), self.timeout);
+        // The chunk exchanges carry the token only (built when a message
+        // overflows); the call says it can read a parked reply, as the
+        // reference's clients all do.
+        let transfers = || {
+            let mut auth = HeaderMap::new();
+            auth.insert(abi_auth::AUTH_HEADER, token);
+            Caller::new(client.clone(), auth, self.timeout)
+        };
         headers.insert(overflow::ACCEPT_HEADER, overflow::ACCEPT_VALUE);
         let max_payload = client.server_info().max_payload;
         let mut upload = None;
@@ -184,7 +189,7 @@ impl Transport {
                     max_payload,
                 )));
             }
-            let id = transfers
+            let id = transfers()
                 .upload(&payload, overflow::chunk_size(max_payload))
                 .await
                 .map_err(transfer_failed)?;
@@ -200,14 +205,17 @@ impl Transport {
         if let Some(id) = upload {
             // The service released it when it read it; this covers a
             // service that never did.
-            transfers.close(&id).await;
+            transfers().close(&id).await;
         }
         let reply = answered?;
         match frame::parked_reply(reply.headers.as_ref()) {
             None => Ok(reply.payload),
-            Some((id, Some(size))) => transfers.download(id, size).await.map_err(transfer_failed),
+            Some((id, Some(size))) => transfers()
+                .download(id, size)
+                .await
+                .map_err(transfer_failed),
             Some((id, None)) => {
-                transfers.close(id).await;
+                transfers().close(id).await;
                 Err(CallError::new(
                     CallErrorKind::Decode,
                     format!("a parked reply on {subject} without a valid size"),
