@@ -13,6 +13,8 @@ use abi_sdk_core::{BoundSigner, CallError, CallErrorKind, ModuleProxy};
 use abi_wire::ErrorCode;
 use abi_wire::apps as wire;
 use bytes::Bytes;
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use prost::Message as _;
 
 use crate::stream::{self, Held};
@@ -133,7 +135,7 @@ impl AppClient {
     ///
     /// `AppNotFound`; the host's refusal (`PERMISSION_DENIED`,
     /// `APP_ERROR`, ...); `TimedOut`; the last instance's refusal when every
-    /// one was unavailable.
+    /// one was unavailable; the body's holder failing midway.
     ///
     /// # Cancel safety
     ///
@@ -142,6 +144,49 @@ impl AppClient {
         &self,
         request: http::Request<Bytes>,
     ) -> Result<http::Response<Bytes>, CallError> {
+        let (parts, mut body) = self.send(request).await?.into_parts();
+        let mut whole = bytes::BytesMut::from(body.first.as_ref());
+        if let Some(reader) = body.reader.as_mut() {
+            while let Some(chunk) = reader.next_chunk().await.map_err(refused)? {
+                whole.extend_from_slice(&chunk);
+            }
+        }
+        Ok(http::Response::from_parts(parts, whole.freeze()))
+    }
+
+    /// As [`AppClient::call`], the body as it comes (server-sent events, a
+    /// long download): each item a chunk, the holder's failure as the last.
+    ///
+    /// # Errors
+    ///
+    /// As [`AppClient::call`], before the body.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the app may have run. Dropping the body stream
+    /// leaves the holder to its idle limit.
+    pub async fn call_streaming(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<BoxStream<'static, Result<Bytes, CallError>>>, CallError> {
+        let (parts, body) = self.send(request).await?.into_parts();
+        let first = futures::stream::iter((!body.first.is_empty()).then_some(Ok(body.first)));
+        let rest = futures::stream::unfold(body.reader, |reader| async move {
+            let mut reader = reader?;
+            match reader.next_chunk().await {
+                Ok(Some(chunk)) => Some((Ok(chunk), Some(reader))),
+                Ok(None) => None,
+                Err(err) => Some((Err(refused(err)), None)),
+            }
+        });
+        Ok(http::Response::from_parts(parts, first.chain(rest).boxed()))
+    }
+
+    /// Sends `request` to the first instance that takes it.
+    async fn send(
+        &self,
+        request: http::Request<Bytes>,
+    ) -> Result<http::Response<Streamed>, CallError> {
         let Some(nats) = self.proxy.client().nats().cloned() else {
             return Err(CallError::new(
                 CallErrorKind::NoResponders,
@@ -168,7 +213,7 @@ impl AppClient {
         instance_id: &str,
         parts: &http::request::Parts,
         body: Bytes,
-    ) -> Result<http::Response<Bytes>, CallError> {
+    ) -> Result<http::Response<Streamed>, CallError> {
         let subject = wire::http_subject(self.proxy.client().project(), instance_id, &self.name);
         let mut request = pb::HttpRequest {
             context: Some(common::CallContext {
@@ -227,20 +272,11 @@ impl AppClient {
                     .with_code(error.code),
             );
         }
-        let body = if response.body_follows {
-            let pulled = stream::pull(
-                nats,
-                &response.body_inbox,
-                Bytes::from(response.body),
-                u64::MAX,
-            )
-            .await
-            .map_err(|r| {
-                CallError::new(CallErrorKind::from(r.code), r.message).with_code(r.code.as_str())
-            })?;
-            pulled.unwrap_or_default()
-        } else {
-            Bytes::from(response.body)
+        let body = Streamed {
+            first: Bytes::from(response.body),
+            reader: response
+                .body_follows
+                .then(|| stream::Reader::new(nats.clone(), response.body_inbox)),
         };
         let status = u16::try_from(response.status)
             .ok()
@@ -262,6 +298,18 @@ impl AppClient {
                 .with_source(e)
         })
     }
+}
+
+/// A response body: its first bytes, and the reader of the rest when it
+/// follows.
+struct Streamed {
+    first: Bytes,
+    reader: Option<stream::Reader>,
+}
+
+/// A body holder's refusal as a call's.
+fn refused(r: crate::decide::Refused) -> CallError {
+    CallError::new(CallErrorKind::from(r.code), r.message).with_code(r.code.as_str())
 }
 
 /// A refusal that means the app never ran on that instance.

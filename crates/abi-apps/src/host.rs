@@ -22,7 +22,7 @@ use abi_wire::apps as wire;
 use async_nats::Message;
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full};
 use prost::Message as _;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -40,6 +40,8 @@ const HOST_NAME: &str = "apps";
 pub const DEFAULT_MAX_CONCURRENCY: usize = 64;
 /// Answers remembered from `authorize_app` at once.
 const MAX_AUTHORIZATIONS: usize = 1024;
+/// The content type of server-sent events, which a drain ends at once.
+const EVENT_STREAM: &str = "text/event-stream";
 /// How long a drain waits for the request loop before it gives up.
 const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
@@ -455,10 +457,35 @@ async fn answer(
         .map(|(name, value)| (name.as_str().to_owned(), latin1(value.as_bytes())))
         .collect();
     let max_payload = shared.nats.server_info().max_payload;
-    let body = if fits_inline(body.len(), &headers, max_payload) {
-        Body::Inline(body)
-    } else {
-        Body::Held(Held::Bytes(body))
+    let known = http_body::Body::size_hint(&body)
+        .exact()
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|&n| fits_inline(n, &headers, max_payload));
+    let body = match known {
+        // A small body of known size: read now, answered inline.
+        Some(_) => match tokio::time::timeout(idle, body.collect()).await {
+            Ok(Ok(collected)) => Body::Inline(collected.to_bytes()),
+            Ok(Err(err)) => {
+                error!(app = %app.name(), error = %err, "app failed");
+                return Err(Refused::app_failed());
+            }
+            Err(_) => {
+                return Ok(Answer::text(Text {
+                    status: 504,
+                    message: "App timed out",
+                }));
+            }
+        },
+        // Anything else leaves as the app produces it.
+        None => {
+            let event_stream = headers
+                .iter()
+                .any(|(k, v)| k == "content-type" && v.starts_with(EVENT_STREAM));
+            Body::Held(Held::Stream {
+                body,
+                ends_at_drain: event_stream,
+            })
+        }
     };
     Ok(Answer {
         status: parts.status.as_u16(),

@@ -19,9 +19,9 @@ pub mod files;
 mod host;
 mod service;
 mod spec;
-mod stream;
+pub mod stream;
 
 pub use client::{AppClient, AppsExt, DEFAULT_APP_TIMEOUT};
 pub use host::{AppHost, DEFAULT_MAX_CONCURRENCY, DuplicateApp};
-pub use service::{AppBody, AppCaller, AppService};
+pub use service::{AppBody, AppCaller, AppService, ResponseBody};
 pub use spec::{AppSpec, ReadError};

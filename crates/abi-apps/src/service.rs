@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Full};
 use tower::ServiceExt as _;
 
@@ -14,6 +15,11 @@ use abi_sdk_core::BoxError;
 
 /// The body an app's service receives: the whole request body.
 pub type AppBody = Full<Bytes>;
+
+/// The body an app's service answers with, as the host reads it: frame by
+/// frame, so a stream (server-sent events, a long download) leaves as the
+/// app produces it.
+pub type ResponseBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// Who a request comes from, in the request's extensions (axum:
 /// `Extension<AppCaller>`): the caller's service identity, as discovery
@@ -30,7 +36,7 @@ pub struct AppCaller {
     pub root_path: String,
 }
 
-type Call = dyn Fn(http::Request<AppBody>) -> BoxFuture<'static, Result<http::Response<Bytes>, BoxError>>
+type Call = dyn Fn(http::Request<AppBody>) -> BoxFuture<'static, Result<http::Response<ResponseBody>, BoxError>>
     + Send
     + Sync;
 
@@ -48,7 +54,7 @@ impl fmt::Debug for AppService {
 
 impl AppService {
     /// Serves requests with `service` (cloned per request, as tower services
-    /// are); its response body is read whole before it is answered.
+    /// are).
     pub fn new<S, B>(service: S) -> Self
     where
         S: tower::Service<http::Request<AppBody>, Response = http::Response<B>>
@@ -65,9 +71,7 @@ impl AppService {
             let service = service.clone();
             Box::pin(async move {
                 let response = service.oneshot(request).await.map_err(Into::into)?;
-                let (parts, body) = response.into_parts();
-                let body = body.collect().await.map_err(Into::into)?.to_bytes();
-                Ok(http::Response::from_parts(parts, body))
+                Ok(response.map(|body| body.map_err(Into::into).boxed_unsync()))
             }) as BoxFuture<'static, _>
         };
         Self {
@@ -87,7 +91,7 @@ impl AppService {
     pub async fn call(
         &self,
         request: http::Request<AppBody>,
-    ) -> Result<http::Response<Bytes>, BoxError> {
+    ) -> Result<http::Response<ResponseBody>, BoxError> {
         (self.call)(request).await
     }
 }

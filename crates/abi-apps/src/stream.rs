@@ -1,8 +1,10 @@
 //! Bodies that do not travel inline (`abi.app.v1` `BodyPull` / `BodyChunk`,
 //! the reference's `app_streams`): the reader pulls chunk `n`, the holder
 //! answers it, so a body is never produced faster than it is read. The
-//! holder side serves a body this process has whole (a file is read one
-//! chunk per pull, so memory holds a chunk); the reader side pulls an upload.
+//! holder side serves bytes this process has, a file (read one chunk per
+//! pull), or a body an app is still producing (server-sent events, a long
+//! download: read one frame per pull, an empty chunk every 15 s while the
+//! app says nothing, so memory holds a frame); the reader side pulls one.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,22 +13,26 @@ use abi_proto::app::v1 as pb;
 use abi_proto::common::v1::CallError;
 use abi_wire::ErrorCode;
 use abi_wire::apps as wire;
-use async_nats::RequestErrorKind;
+use async_nats::{RequestErrorKind, Subscriber};
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt as _;
+use http_body_util::BodyExt as _;
 use prost::Message as _;
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::decide::Refused;
+use crate::service::ResponseBody;
 
 /// After the last chunk, a repeated pull is still answered this long (past
 /// the reader's pull timeout, so the retry of a lost last reply finds it).
 const LINGER: Duration = Duration::from_secs(wire::PULL_TIMEOUT_SECONDS + 5);
+/// A pull with nothing new is answered empty after this: the reader asks
+/// again (it keeps an idle stream alive through the pull timeout).
+const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// A body to hold for its reader.
-#[derive(Debug, Clone)]
 pub enum Held {
     /// Bytes in memory.
     Bytes(Bytes),
@@ -37,31 +43,23 @@ pub enum Held {
         /// Its size when answered.
         size: u64,
     },
+    /// A body the app is still producing.
+    Stream {
+        /// The app's response body.
+        body: ResponseBody,
+        /// Server-sent events: a drain ends it at once (its reader
+        /// reconnects elsewhere); any other stream may finish.
+        ends_at_drain: bool,
+    },
 }
 
-impl Held {
-    fn len(&self) -> u64 {
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Held::Bytes(b) => b.len() as u64,
-            Held::File { size, .. } => *size,
-        }
-    }
-
-    async fn chunk(&self, start: u64, len: usize) -> std::io::Result<Bytes> {
-        match self {
-            Held::Bytes(b) => {
-                let start = usize::try_from(start).unwrap_or(usize::MAX).min(b.len());
-                Ok(b.slice(start..(start + len).min(b.len())))
-            }
-            Held::File { path, size } => {
-                let want = usize::try_from(size.saturating_sub(start))
-                    .unwrap_or(len)
-                    .min(len);
-                let mut file = tokio::fs::File::open(path).await?;
-                file.seek(std::io::SeekFrom::Start(start)).await?;
-                let mut buf = BytesMut::zeroed(want);
-                file.read_exact(&mut buf).await?;
-                Ok(buf.freeze())
+            Held::Bytes(b) => write!(f, "Bytes({})", b.len()),
+            Held::File { path, size } => write!(f, "File({}, {size})", path.display()),
+            Held::Stream { ends_at_drain, .. } => {
+                write!(f, "Stream(ends_at_drain: {ends_at_drain})")
             }
         }
     }
@@ -71,16 +69,144 @@ impl Held {
 #[derive(Debug, Clone, Default)]
 pub struct Ends {
     /// The host drains: a body already sent whole stops waiting for a
-    /// repeated last pull.
+    /// repeated last pull, and server-sent events end.
     pub draining: CancellationToken,
     /// The host stops: the next pull gets `MODULE_UNAVAILABLE`.
     pub stop: CancellationToken,
 }
 
+/// What a holder answers, chunk after chunk.
+struct Source {
+    held: Held,
+    chunk_bytes: usize,
+    /// A stream's frame not sent yet.
+    pending: Bytes,
+    /// The answer to the last new pull, for a repeated one.
+    last_answer: Option<pb::BodyChunk>,
+}
+
+fn chunk_answer(sequence: u64, data: Bytes, last: bool) -> pb::BodyChunk {
+    pb::BodyChunk {
+        error: None,
+        sequence,
+        data: data.to_vec(),
+        last,
+    }
+}
+
+fn error_answer(sequence: u64, code: ErrorCode, text: &str) -> pb::BodyChunk {
+    pb::BodyChunk {
+        error: Some(Refused::rpc(code, text).to_pb()),
+        sequence,
+        ..Default::default()
+    }
+}
+
+impl Source {
+    /// The answer to a pull of `sequence`.
+    async fn answer(&mut self, sequence: u64) -> pb::BodyChunk {
+        let chunk = self.chunk_bytes.max(1);
+        match &mut self.held {
+            Held::Bytes(bytes) => {
+                let chunks = (bytes.len() as u64).div_ceil(chunk as u64).max(1);
+                let n = sequence.min(chunks - 1);
+                let start = usize::try_from(n)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(chunk)
+                    .min(bytes.len());
+                let end = (start + chunk).min(bytes.len());
+                chunk_answer(sequence, bytes.slice(start..end), n == chunks - 1)
+            }
+            Held::File { path, size } => {
+                let chunks = size.div_ceil(chunk as u64).max(1);
+                let n = sequence.min(chunks - 1);
+                match read_at(path, n * chunk as u64, chunk, *size).await {
+                    Ok(data) => chunk_answer(sequence, data, n == chunks - 1),
+                    Err(error) => {
+                        warn!(%error, "could not read a file to send");
+                        error_answer(sequence, ErrorCode::AppError, "Could not read the file")
+                    }
+                }
+            }
+            Held::Stream { body, .. } => {
+                if let Some(answer) = self.last_answer.as_ref().filter(|a| a.sequence == sequence) {
+                    return answer.clone();
+                }
+                let answer = loop {
+                    if !self.pending.is_empty() {
+                        let take = self.pending.len().min(chunk);
+                        break chunk_answer(sequence, self.pending.split_to(take), false);
+                    }
+                    match tokio::time::timeout(KEEPALIVE, body.frame()).await {
+                        // Nothing new: an empty chunk, the same sequence asked again.
+                        Err(_) => return chunk_answer(sequence, Bytes::new(), false),
+                        Ok(None) => break chunk_answer(sequence, Bytes::new(), true),
+                        Ok(Some(Err(error))) => {
+                            warn!(%error, "an app's response body failed");
+                            break error_answer(sequence, ErrorCode::AppError, "App failed");
+                        }
+                        Ok(Some(Ok(frame))) => {
+                            if let Ok(data) = frame.into_data() {
+                                self.pending = data;
+                            }
+                        }
+                    }
+                };
+                self.last_answer = Some(answer.clone());
+                answer
+            }
+        }
+    }
+
+    fn ends_at_drain(&self) -> bool {
+        matches!(
+            self.held,
+            Held::Stream {
+                ends_at_drain: true,
+                ..
+            }
+        )
+    }
+}
+
+async fn read_at(
+    path: &std::path::Path,
+    start: u64,
+    len: usize,
+    size: u64,
+) -> std::io::Result<Bytes> {
+    let want = usize::try_from(size.saturating_sub(start))
+        .unwrap_or(len)
+        .min(len);
+    let mut file = tokio::fs::File::open(path).await?;
+    file.seek(std::io::SeekFrom::Start(start)).await?;
+    let mut buf = BytesMut::zeroed(want);
+    file.read_exact(&mut buf).await?;
+    Ok(buf.freeze())
+}
+
+/// Answers the next pull (waiting a second at most) with `code`, `text`.
+async fn refuse_next(
+    nats: &async_nats::Client,
+    pulls: &mut Subscriber,
+    code: ErrorCode,
+    text: &str,
+) {
+    if let Ok(Some(pull)) = tokio::time::timeout(Duration::from_secs(1), pulls.next()).await
+        && let Some(reply) = pull.reply
+    {
+        let sequence = pb::BodyPull::decode(pull.payload.as_ref()).map_or(0, |p| p.sequence);
+        let failed = error_answer(sequence, code, text);
+        if let Err(error) = nats.publish(reply, failed.encode_to_vec().into()).await {
+            debug!(%error, "a body's last refusal was not sent");
+        }
+    }
+}
+
 /// Holds `body` on a new inbox of `nats` and answers its pulls until the
 /// reader took the last chunk (and a little longer, for a lost reply,
 /// unless the host drains), left (`cancel`), stopped pulling for the idle
-/// limit, or the host stopped (`ends`); `guard` is dropped then. Returns
+/// limit, or the host ended it (`ends`); `guard` is dropped then. Returns
 /// the inbox.
 ///
 /// # Errors
@@ -105,25 +231,25 @@ pub async fn hold<G: Send + 'static>(
     tasks.spawn(async move {
         // Held (a stream slot, say) until the body is done with.
         let _guard = guard;
-        let total = body.len();
-        let chunk = chunk_bytes.max(1) as u64;
-        let chunks = total.div_ceil(chunk).max(1);
+        let mut source = Source {
+            held: body,
+            chunk_bytes,
+            pending: Bytes::new(),
+            last_answer: None,
+        };
+        let ends_at_drain = source.ends_at_drain();
         let mut wait = idle;
         let mut lingering = false;
         loop {
             let next = tokio::select! {
                 next = tokio::time::timeout(wait, pulls.next()) => next,
                 () = ends.draining.cancelled(), if lingering => break,
+                () = ends.draining.cancelled(), if ends_at_drain => {
+                    refuse_next(&nats, &mut pulls, ErrorCode::ModuleUnavailable, "The module is stopping").await;
+                    break;
+                }
                 () = ends.stop.cancelled() => {
-                    // The host stops: the next pull learns it.
-                    if let Ok(Some(pull)) = tokio::time::timeout(Duration::from_secs(1), pulls.next()).await
-                        && let Some(reply) = pull.reply {
-                        let failed = pb::BodyChunk {
-                            error: Some(Refused::rpc(ErrorCode::ModuleUnavailable, "The module stopped").to_pb()),
-                            ..Default::default()
-                        };
-                        let _ = nats.publish(reply, failed.encode_to_vec().into()).await;
-                    }
+                    refuse_next(&nats, &mut pulls, ErrorCode::ModuleUnavailable, "The module stopped").await;
                     break;
                 }
             };
@@ -134,21 +260,15 @@ pub async fn hold<G: Send + 'static>(
                 break;
             }
             let Some(reply) = pull.reply else { continue };
-            let sequence = asked.sequence.min(chunks - 1);
-            let answer = match body.chunk(sequence * chunk, chunk as usize).await {
-                Ok(data) => pb::BodyChunk {
-                    error: None,
-                    sequence: asked.sequence,
-                    data: data.to_vec(),
-                    last: sequence == chunks - 1,
-                },
-                Err(error) => {
-                    warn!(%error, "could not read a body to send");
-                    pb::BodyChunk {
-                        error: Some(Refused::rpc(ErrorCode::AppError, "Could not read the file").to_pb()),
-                        sequence: asked.sequence,
-                        ..Default::default()
-                    }
+            // An app's stream may say nothing for long: a drain (for events)
+            // or a stop answers the pull meanwhile.
+            let answer = tokio::select! {
+                answer = source.answer(asked.sequence) => answer,
+                () = ends.draining.cancelled(), if ends_at_drain => {
+                    error_answer(asked.sequence, ErrorCode::ModuleUnavailable, "The module is stopping")
+                }
+                () = ends.stop.cancelled() => {
+                    error_answer(asked.sequence, ErrorCode::ModuleUnavailable, "The module stopped")
                 }
             };
             let last = answer.last || answer.error.is_some();
@@ -163,12 +283,124 @@ pub async fn hold<G: Send + 'static>(
     Ok(inbox)
 }
 
-/// Pulls the body held at `inbox`, at most `max_bytes` (the app's limit).
+/// A reader of the body held at an inbox, chunk by chunk.
+#[derive(Debug)]
+pub struct Reader {
+    nats: async_nats::Client,
+    inbox: String,
+    sequence: u64,
+    done: bool,
+}
+
+impl Reader {
+    /// A reader of the body at `inbox`.
+    pub fn new(nats: async_nats::Client, inbox: impl Into<String>) -> Self {
+        Self {
+            nats,
+            inbox: inbox.into(),
+            sequence: 0,
+            done: false,
+        }
+    }
+
+    /// The next chunk (never empty), `None` after the last.
+    ///
+    /// # Errors
+    ///
+    /// The holder's error, `DEADLINE_EXCEEDED` when it stopped answering,
+    /// `UNAVAILABLE` when it is gone.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a chunk answered while dropped is lost.
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, Refused> {
+        let timeout = Duration::from_secs(wire::PULL_TIMEOUT_SECONDS);
+        while !self.done {
+            let mut reply = None;
+            for _ in 0..wire::PULL_RETRIES {
+                let asked = pb::BodyPull {
+                    sequence: self.sequence,
+                    cancel: false,
+                };
+                let request = async_nats::Request::new()
+                    .payload(asked.encode_to_vec().into())
+                    .timeout(Some(timeout));
+                match self.nats.send_request(self.inbox.clone(), request).await {
+                    Ok(message) => {
+                        reply = Some(message);
+                        break;
+                    }
+                    Err(err) if err.kind() == RequestErrorKind::NoResponders => {
+                        self.done = true;
+                        return Err(Refused::rpc(
+                            ErrorCode::Unavailable,
+                            "The body's holder is gone",
+                        ));
+                    }
+                    Err(_) => continue,
+                }
+            }
+            let Some(reply) = reply else {
+                return Err(Refused::rpc(
+                    ErrorCode::DeadlineExceeded,
+                    "The body's holder stopped answering",
+                ));
+            };
+            let chunk = pb::BodyChunk::decode(reply.payload.as_ref()).map_err(|_| {
+                Refused::rpc(ErrorCode::InvalidArgument, "Body chunk out of sequence")
+            })?;
+            if let Some(CallError { code, message, .. }) =
+                chunk.error.filter(|e| !e.code.is_empty())
+            {
+                self.done = true;
+                let code = ErrorCode::from_wire(&code).unwrap_or(ErrorCode::Unavailable);
+                return Err(Refused { code, message });
+            }
+            if chunk.sequence != self.sequence {
+                return Err(Refused::rpc(
+                    ErrorCode::InvalidArgument,
+                    "Body chunk out of sequence",
+                ));
+            }
+            if chunk.data.is_empty() && !chunk.last {
+                continue; // keepalive: nothing new yet
+            }
+            self.done = chunk.last;
+            self.sequence += 1;
+            if !chunk.data.is_empty() {
+                return Ok(Some(Bytes::from(chunk.data)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Tells the holder its reader left (when it has not ended).
+    pub async fn cancel(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let pull = pb::BodyPull {
+            sequence: 0,
+            cancel: true,
+        };
+        if let Err(error) = self
+            .nats
+            .publish(self.inbox.clone(), pull.encode_to_vec().into())
+            .await
+        {
+            debug!(%error, "could not tell a body's holder its reader left");
+        }
+    }
+}
+
+/// Pulls the body held at `inbox` whole after `first`, at most `max_bytes`
+/// (the app's limit).
 ///
 /// # Errors
 ///
-/// The holder's error, `DEADLINE_EXCEEDED` when it stopped answering,
-/// `UNAVAILABLE` when it is gone, `Ok(None)` past `max_bytes` (a 413).
+/// As [`Reader::next_chunk`]; `Ok(None)` past `max_bytes` (a 413; the
+/// holder is told).
 ///
 /// # Cancel safety
 ///
@@ -181,80 +413,15 @@ pub async fn pull(
     max_bytes: u64,
 ) -> Result<Option<Bytes>, Refused> {
     let mut body = BytesMut::from(first.as_ref());
-    let mut sequence = 0u64;
-    let timeout = Duration::from_secs(wire::PULL_TIMEOUT_SECONDS);
-    loop {
-        let mut reply = None;
-        for _ in 0..wire::PULL_RETRIES {
-            let request = async_nats::Request::new()
-                .payload(
-                    pb::BodyPull {
-                        sequence,
-                        cancel: false,
-                    }
-                    .encode_to_vec()
-                    .into(),
-                )
-                .timeout(Some(timeout));
-            match nats.send_request(inbox.to_owned(), request).await {
-                Ok(message) => {
-                    reply = Some(message);
-                    break;
-                }
-                Err(err) if err.kind() == RequestErrorKind::NoResponders => {
-                    return Err(Refused::rpc(
-                        ErrorCode::Unavailable,
-                        "The body's holder is gone",
-                    ));
-                }
-                Err(_) => continue,
-            }
-        }
-        let Some(reply) = reply else {
-            return Err(Refused::rpc(
-                ErrorCode::DeadlineExceeded,
-                "The body's holder stopped answering",
-            ));
-        };
-        let chunk = pb::BodyChunk::decode(reply.payload.as_ref())
-            .map_err(|_| Refused::rpc(ErrorCode::InvalidArgument, "Body chunk out of sequence"))?;
-        if let Some(CallError { code, message, .. }) = chunk.error.filter(|e| !e.code.is_empty()) {
-            let code = ErrorCode::from_wire(&code).unwrap_or(ErrorCode::Unavailable);
-            return Err(Refused { code, message });
-        }
-        if chunk.sequence != sequence {
-            return Err(Refused::rpc(
-                ErrorCode::InvalidArgument,
-                "Body chunk out of sequence",
-            ));
-        }
-        if chunk.data.is_empty() && !chunk.last {
-            continue; // keepalive: nothing new yet
-        }
-        if (body.len() + chunk.data.len()) as u64 > max_bytes {
-            cancel(nats, inbox).await;
+    let mut reader = Reader::new(nats.clone(), inbox);
+    while let Some(chunk) = reader.next_chunk().await? {
+        if (body.len() + chunk.len()) as u64 > max_bytes {
+            reader.cancel().await;
             return Ok(None);
         }
-        body.extend_from_slice(&chunk.data);
-        if chunk.last {
-            return Ok(Some(body.freeze()));
-        }
-        sequence += 1;
+        body.extend_from_slice(&chunk);
     }
-}
-
-/// Tells the holder at `inbox` that its reader left.
-async fn cancel(nats: &async_nats::Client, inbox: &str) {
-    let pull = pb::BodyPull {
-        sequence: 0,
-        cancel: true,
-    };
-    if let Err(error) = nats
-        .publish(inbox.to_owned(), pull.encode_to_vec().into())
-        .await
-    {
-        debug!(%error, "could not tell a body's holder its reader left");
-    }
+    Ok(Some(body.freeze()))
 }
 
 #[cfg(test)]
@@ -327,5 +494,44 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(gone.code, ErrorCode::Unavailable, "{gone:?}");
+    }
+
+    #[tokio::test]
+    async fn server_sent_events_stream_as_sent_and_end_at_a_drain() {
+        let server = NatsServer::start().await;
+        let nats = async_nats::connect(server.url()).await.unwrap();
+        let tasks = TaskTracker::new();
+        let ends = Ends::default();
+        // One event, then nothing, for ever.
+        let events = futures::stream::once(async {
+            Ok::<_, abi_sdk_core::BoxError>(http_body::Frame::data(Bytes::from_static(
+                b"data: one\n\n",
+            )))
+        })
+        .chain(futures::stream::pending());
+        let body = http_body_util::StreamBody::new(events).boxed_unsync();
+        let held = Held::Stream {
+            body,
+            ends_at_drain: true,
+        };
+        let inbox = hold(&nats, held, 1024, &tasks, ends.clone(), ())
+            .await
+            .unwrap();
+        let mut reader = Reader::new(nats.clone(), inbox);
+        let first = reader.next_chunk().await.unwrap();
+        assert_eq!(first.as_deref(), Some(&b"data: one\n\n"[..]));
+        // The next pull waits on the app; the drain answers it.
+        let next = tokio::spawn(async move { reader.next_chunk().await });
+        ends.draining.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(5), next)
+            .await
+            .expect("the drain answers the waiting pull")
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(ended.code, ErrorCode::ModuleUnavailable, "{ended:?}");
+        tasks.close();
+        tokio::time::timeout(Duration::from_secs(5), tasks.wait())
+            .await
+            .expect("the holder ends");
     }
 }

@@ -128,10 +128,14 @@ async fn call(
     if let Some(signer) = &gateway.signer {
         client = client.bound_tokens(signer.clone());
     }
-    match client.call(http::Request::from_parts(parts, body)).await {
+    // Streamed as it comes: server-sent events and long downloads too.
+    match client
+        .call_streaming(http::Request::from_parts(parts, body))
+        .await
+    {
         Ok(response) => {
             let (parts, body) = response.into_parts();
-            Response::from_parts(parts, Body::from(body))
+            Response::from_parts(parts, Body::from_stream(body))
         }
         Err(err) => refused(&err),
     }

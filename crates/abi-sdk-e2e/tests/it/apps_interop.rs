@@ -62,16 +62,41 @@ async fn echo(
 struct Quiet;
 impl Module for Quiet {}
 
-/// Our module `module` serving the app `board`, in this process.
+/// Server-sent events: `one` at once, `two` once `go` is notified, then
+/// the end.
+async fn events(
+    axum::extract::State(go): axum::extract::State<Arc<tokio::sync::Notify>>,
+) -> axum::response::Response {
+    let first = futures::stream::once(async {
+        Ok::<_, std::convert::Infallible>(Bytes::from_static(b"data: one\n\n"))
+    });
+    let second = futures::stream::once(async move {
+        go.notified().await;
+        Ok(Bytes::from_static(b"data: two\n\n"))
+    });
+    axum::response::Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(axum::body::Body::from_stream(futures::StreamExt::chain(
+            first, second,
+        )))
+        .unwrap()
+}
+
+/// Our module `module` serving the app `board`, in this process; `go`
+/// releases its event stream's second event.
 fn ours(
     world: &World,
     module: &str,
     board: &std::path::Path,
+    go: Arc<tokio::sync::Notify>,
 ) -> (
     CancellationToken,
     tokio::task::JoinHandle<Result<(), abi_sdk::RunError>>,
 ) {
-    let router = axum::Router::new().fallback(echo);
+    let router = axum::Router::new()
+        .route("/api/events", axum::routing::get(events))
+        .with_state(go)
+        .fallback(echo);
     let host = AppHost::new()
         .app(
             AppSpec::read(board)
@@ -206,7 +231,8 @@ async fn our_app_host_answers_the_reference_caller_as_the_reference_host_does() 
     let world = World::start(5.0).await;
     let dir = tempfile::tempdir().unwrap();
     let board = folder(dir.path());
-    let (stop, task) = ours(&world, "rs_apps", &board);
+    let go = Arc::new(tokio::sync::Notify::new());
+    let (stop, task) = ours(&world, "rs_apps", &board, go.clone());
     let mut reference = Process::reference_app(&world, "py_apps", &board);
     let py_id = reference.instance_id().await;
     let rs_id = ready_instances(&world, "rs_apps", 1).await.remove(0);
@@ -280,6 +306,31 @@ async fn our_app_host_answers_the_reference_caller_as_the_reference_host_does() 
             "{module}: the upload followed"
         );
     }
+    // Server-sent events leave as the app sends them: the first event is
+    // read while the app still waits to send the second.
+    let app = proxy.module("rs_apps", 1).web_app("board");
+    let events = app
+        .call_streaming(
+            http::Request::get("/api/events")
+                .body(Bytes::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(events.headers()["content-type"], "text/event-stream");
+    let mut body = events.into_body();
+    let first = tokio::time::timeout(DEADLINE, futures::StreamExt::next(&mut body))
+        .await
+        .expect("the first event arrives before the stream ends");
+    assert_eq!(first.unwrap().unwrap().as_ref(), b"data: one\n\n");
+    go.notify_one();
+    let rest: Vec<Bytes> = futures::StreamExt::collect::<Vec<_>>(body)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rest.concat(), b"data: two\n\n");
+
     let missing = proxy.module("rs_apps", 1).web_app("nope");
     let err = missing
         .call(http::Request::get("/").body(Bytes::new()).unwrap())
