@@ -40,6 +40,10 @@ const HOST_NAME: &str = "apps";
 pub const DEFAULT_MAX_CONCURRENCY: usize = 64;
 /// Answers remembered from `authorize_app` at once.
 const MAX_AUTHORIZATIONS: usize = 1024;
+/// How long the close drains the subscriptions: requests the broker
+/// delivered before it took effect are still answered (refused as
+/// draining, so their callers go to another instance), none dropped.
+const SUBSCRIPTION_DRAIN: Duration = Duration::from_secs(1);
 /// The content type of server-sent events, which a drain ends at once.
 const EVENT_STREAM: &str = "text/event-stream";
 /// How long a drain waits for the request loop before it gives up.
@@ -129,7 +133,10 @@ impl ServedHost for AppHost {
                 discovery: links.discovery().clone(),
                 session: links.session().clone(),
                 stopping: Stopping::new(),
-                requests: Arc::new(RequestLoop::new(self.max_concurrency, OnStop::Unsubscribe)),
+                requests: Arc::new(RequestLoop::new(
+                    self.max_concurrency,
+                    OnStop::Drain(SUBSCRIPTION_DRAIN),
+                )),
                 uploads: Arc::new(Semaphore::new(wire::MAX_UPLOADS)),
                 streams: Arc::new(AtomicUsize::new(0)),
                 grants: Authorizations::new(wire::AUTHORIZATION_SECONDS as f64, MAX_AUTHORIZATIONS),

@@ -29,7 +29,7 @@ const BIG_FILE: usize = 300 * 1024;
 const BIG_BODY: usize = 600 * 1024;
 
 /// The app folder both hosts serve.
-fn folder(dir: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn folder(dir: &std::path::Path) -> std::path::PathBuf {
     let board = dir.join("board");
     std::fs::create_dir_all(&board).unwrap();
     std::fs::write(board.join("manifest.json"), r#"{"name": "Board"}"#).unwrap();
@@ -38,11 +38,15 @@ fn folder(dir: &std::path::Path) -> std::path::PathBuf {
     board
 }
 
-/// The JSON both apps answer (the reference peer's `echo_app`).
+/// The JSON both apps answer (the reference peer's `echo_app`); ours
+/// takes 200 ms for a query `slow`.
 async fn echo(
     Extension(who): Extension<AppCaller>,
     request: axum::extract::Request,
 ) -> axum::response::Response {
+    if request.uri().query() == Some("slow") {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
     let answer = json!({
@@ -84,7 +88,7 @@ async fn events(
 
 /// Our module `module` serving the app `board`, in this process; `go`
 /// releases its event stream's second event.
-fn ours(
+pub(crate) fn ours(
     world: &World,
     module: &str,
     board: &std::path::Path,

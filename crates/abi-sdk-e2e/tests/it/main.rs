@@ -11,6 +11,7 @@ mod agents_process;
 mod agents_reconcile;
 mod agents_replicas;
 mod agents_upkeep;
+mod apps_deploy;
 mod apps_interop;
 mod chain;
 mod cluster_leader_loss;
