@@ -534,4 +534,49 @@ mod tests {
             .await
             .expect("the holder ends");
     }
+
+    #[tokio::test]
+    async fn a_reader_that_stops_pulling_does_not_stall_another_stream() {
+        let server = NatsServer::start().await;
+        let nats = async_nats::connect(server.url()).await.unwrap();
+        let tasks = TaskTracker::new();
+        let chunk = wire::chunk_bytes(nats.server_info().max_payload);
+        let slow = hold(
+            &nats,
+            Held::Bytes(body()),
+            chunk,
+            &tasks,
+            Ends::default(),
+            (),
+        )
+        .await
+        .unwrap();
+        let fast = hold(
+            &nats,
+            Held::Bytes(body()),
+            chunk,
+            &tasks,
+            Ends::default(),
+            (),
+        )
+        .await
+        .unwrap();
+        // One chunk of the first, then that reader goes quiet...
+        let mut stalled = Reader::new(nats.clone(), slow);
+        assert!(stalled.next_chunk().await.unwrap().is_some());
+        // ...while the other is read whole.
+        let whole = tokio::time::timeout(
+            Duration::from_secs(10),
+            pull(&nats, &fast, Bytes::new(), u64::MAX),
+        )
+        .await
+        .expect("the other stream is not held up");
+        assert_eq!(whole.unwrap(), Some(body()));
+        // The quiet one still answers where its reader left off.
+        let mut rest = BytesMut::new();
+        while let Some(chunk) = stalled.next_chunk().await.unwrap() {
+            rest.extend_from_slice(&chunk);
+        }
+        assert_eq!(rest.len(), SIZE - chunk);
+    }
 }
