@@ -113,6 +113,20 @@ pub fn judged(met: bool) -> &'static str {
     if met { "**met**" } else { "**missed**" }
 }
 
+/// `values`' median, and their spread when there are several:
+/// `"1152 (1110-1266)"`; `None` when there are none.
+pub fn median_and_spread(values: &[f64]) -> Option<String> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = *sorted.get((sorted.len().checked_sub(1)?) / 2)?;
+    match (sorted.first(), sorted.last()) {
+        (Some(min), Some(max)) if sorted.len() > 1 => {
+            Some(format!("{median:.0} ({min:.0}-{max:.0})"))
+        }
+        _ => Some(format!("{median:.0}")),
+    }
+}
+
 /// The measured and verdict cells of a "throughput at least `target` times
 /// the reference's" row, from our rate and the reference's (runs/s).
 pub fn throughput_verdict(
@@ -134,5 +148,22 @@ pub fn throughput_verdict(
             )
         }
         _ => ("not measured".to_owned(), judged(false)),
+    }
+}
+
+#[cfg(test)]
+mod median_tests {
+    #[test]
+    fn a_median_comes_with_the_spread_of_several_runs() {
+        assert_eq!(super::median_and_spread(&[]), None);
+        assert_eq!(super::median_and_spread(&[5.0]).as_deref(), Some("5"));
+        assert_eq!(
+            super::median_and_spread(&[1266.0, 1110.0, 1152.0]).as_deref(),
+            Some("1152 (1110-1266)")
+        );
+        assert_eq!(
+            super::median_and_spread(&[4.0, 2.0]).as_deref(),
+            Some("2 (2-4)")
+        );
     }
 }

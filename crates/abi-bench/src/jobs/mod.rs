@@ -63,6 +63,10 @@ pub struct Args {
     /// Triggers in flight while a throughput cell publishes.
     #[arg(long, default_value_t = 64)]
     pub publishers: usize,
+    /// Runs of each throughput cell, reported as the median and the spread
+    /// (default 3; --smoke 1).
+    #[arg(long)]
+    pub repeats: Option<usize>,
     /// Add three columns between the raw floor and ours: the raw floor plus
     /// the four run-record calls our host makes per run, plus two, and plus
     /// two with one continuous pull instead of a fetch per free slot.
@@ -100,6 +104,13 @@ impl Args {
             } else {
                 500
             })
+            .max(1)
+    }
+
+    /// Runs of each throughput cell.
+    pub fn repeats(&self) -> usize {
+        self.repeats
+            .unwrap_or(if self.smoke { 1 } else { 3 })
             .max(1)
     }
 
@@ -314,28 +325,40 @@ async fn target_phases(
     column.done = latency.done.summary();
     column.failed += latency.failed;
     for n in LEVELS {
-        eprintln!(
-            "{name}: throughput at max_concurrency {n}, {} triggers",
-            args.triggers()
-        );
         let before = CpuSplit::now(platform, svc);
-        let cell = workload::throughput(
-            client,
-            &job(&cell_job(n)),
-            args.triggers(),
-            args.publishers.max(1),
-        )
-        .await?;
-        if n == report::JUDGED_LEVEL {
-            column.cpu_per_run =
-                CpuSplit::now(platform, svc).per_run_since(&before, cell.succeeded);
+        let mut cells = Vec::new();
+        for repeat in 1..=args.repeats() {
+            eprintln!(
+                "{name}: throughput at max_concurrency {n}, {} triggers (run {repeat} of {})",
+                args.triggers(),
+                args.repeats()
+            );
+            let cell = workload::throughput(
+                client,
+                &job(&cell_job(n)),
+                args.triggers(),
+                args.publishers.max(1),
+            )
+            .await?;
+            eprintln!(
+                "  {:.0} runs/s ({} succeeded, {} failed or missing, triggers stored at {:.0}/s)",
+                cell.rate, cell.succeeded, cell.failed, cell.publish_rate
+            );
+            column.failed += cell.failed;
+            cells.push(cell);
         }
-        eprintln!(
-            "  {:.0} runs/s ({} succeeded, {} failed or missing, triggers stored at {:.0}/s)",
-            cell.rate, cell.succeeded, cell.failed, cell.publish_rate
-        );
-        column.failed += cell.failed;
-        column.throughput.insert(n, cell);
+        if n == report::JUDGED_LEVEL {
+            // Over every run of the cell: CPU spent per run that succeeded.
+            let succeeded = cells.iter().map(|c| c.succeeded).sum();
+            column.cpu_per_run = CpuSplit::now(platform, svc).per_run_since(&before, succeeded);
+        }
+        column
+            .rates
+            .insert(n, cells.iter().map(|c| c.rate).collect());
+        cells.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+        if let Some(median) = cells.into_iter().nth((args.repeats() - 1) / 2) {
+            column.throughput.insert(n, median);
+        }
     }
     Ok(())
 }

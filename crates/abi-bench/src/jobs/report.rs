@@ -27,8 +27,10 @@ pub struct Column {
     pub start: Option<Summary>,
     /// Trigger to the completion notice, idle host.
     pub done: Option<Summary>,
-    /// Throughput per `max_concurrency`.
+    /// Throughput per `max_concurrency`: the run of median rate.
     pub throughput: BTreeMap<u32, Cell>,
+    /// Every run's rate per `max_concurrency`, in the order they ran.
+    pub rates: BTreeMap<u32, Vec<f64>>,
     /// The target process's CPU and memory.
     pub usage: Option<Usage>,
     /// CPU seconds `abi-documents` used while this target was measured.
@@ -87,8 +89,14 @@ pub fn table(columns: &[Column], triggers: usize) -> String {
     });
     for n in LEVELS {
         row(
-            &format!("throughput, max_concurrency {n}, {triggers} triggers (runs/s)"),
-            &|c| c.throughput.get(&n).map(|t| format!("{:.0}", t.rate)),
+            &format!(
+                "throughput, max_concurrency {n}, {triggers} triggers (runs/s; median, and min-max of the runs)"
+            ),
+            &|c| {
+                c.rates
+                    .get(&n)
+                    .and_then(|r| crate::report::median_and_spread(r))
+            },
         );
     }
     row(

@@ -70,7 +70,12 @@ fn a_workflow_smoke_run_measures_journaled_runs_on_both_hosts() {
         "workflow_fn (Rust)",
         "reference workflow_handler (Python)",
     ];
-    let run = SmokeRun::run_with("jobs", &["--workflow-steps", "2"], &columns);
+    // Two runs of each cell: the median and the spread.
+    let run = SmokeRun::run_with(
+        "jobs",
+        &["--workflow-steps", "2", "--repeats", "2"],
+        &columns,
+    );
     assert!(
         run.stdout
             .contains("workflows of 2 journaled no-op steps (the raw floor stays a plain job)"),
@@ -79,6 +84,18 @@ fn a_workflow_smoke_run_measures_journaled_runs_on_both_hosts() {
     );
     let done = run.row("trigger-to-completion notice");
     assert!(done[1..].iter().all(|c| is_latency(c)), "{done:?}");
+    let judged = run.row("throughput, max_concurrency 64");
+    for cell in &judged[1..] {
+        let (median, spread) = cell.split_once(" (").expect("a median and a spread");
+        let (low, high) = spread
+            .trim_end_matches(')')
+            .split_once('-')
+            .expect("min-max");
+        assert!(
+            [median, low, high].iter().all(|v| is_number(v)),
+            "{judged:?}"
+        );
+    }
     let failed = run.row("failed or missing runs");
     assert_eq!(
         &failed[1..],
