@@ -113,12 +113,20 @@ pub fn judged(met: bool) -> &'static str {
     if met { "**met**" } else { "**missed**" }
 }
 
+/// The median of `values` (the lower of the middle two for an even
+/// count); `None` when there are none.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len().checked_sub(1)? / 2).copied()
+}
+
 /// `values`' median, and their spread when there are several:
 /// `"1152 (1110-1266)"`; `None` when there are none.
 pub fn median_and_spread(values: &[f64]) -> Option<String> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let median = *sorted.get((sorted.len().checked_sub(1)?) / 2)?;
+    let median = median(&sorted)?;
     match (sorted.first(), sorted.last()) {
         (Some(min), Some(max)) if sorted.len() > 1 => {
             Some(format!("{median:.0} ({min:.0}-{max:.0})"))
@@ -155,6 +163,13 @@ pub fn throughput_verdict(
 mod median_tests {
     #[test]
     fn a_median_comes_with_the_spread_of_several_runs() {
+        assert_eq!(super::median(&[]), None);
+        assert_eq!(super::median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(
+            super::median(&[4.0, 2.0]),
+            Some(2.0),
+            "the lower middle of an even count"
+        );
         assert_eq!(super::median_and_spread(&[]), None);
         assert_eq!(super::median_and_spread(&[5.0]).as_deref(), Some("5"));
         assert_eq!(

@@ -70,6 +70,10 @@ pub struct Args {
     /// Calls per latency cell, one at a time (default 500; --quick 100; --smoke 5).
     #[arg(long)]
     pub iters: Option<usize>,
+    /// Runs of each throughput cell, reported as the median and the spread
+    /// (default 3; --smoke 1).
+    #[arg(long)]
+    pub repeats: Option<usize>,
     /// Seconds per throughput cell (default 10; --quick 3; --smoke 0.3).
     #[arg(long)]
     pub duration_secs: Option<f64>,
@@ -101,6 +105,13 @@ impl Args {
             } else {
                 500
             })
+            .max(1)
+    }
+
+    /// Runs of each throughput cell.
+    pub fn repeats(&self) -> usize {
+        self.repeats
+            .unwrap_or(if self.smoke { 1 } else { 3 })
             .max(1)
     }
 

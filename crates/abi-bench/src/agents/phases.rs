@@ -82,14 +82,16 @@ pub async fn raw(
     workload::latency(name, args.iters(), &mut measured, call).await;
     eprintln!("{name}: {} callers", args.callers());
     let before = CpuSplit::now(platform, svc);
-    workload::throughput(
-        name,
-        args.callers(),
-        args.duration(),
-        &mut measured,
-        |_, k| call(k),
-    )
-    .await;
+    for _ in 0..args.repeats() {
+        workload::throughput(
+            name,
+            args.callers(),
+            args.duration(),
+            &mut measured,
+            |_, k| call(k),
+        )
+        .await;
+    }
     let cpu_per_call = split_per_call(&CpuSplit::now(platform, svc), &before, measured.succeeded);
     report_rate(name, &measured);
     Phase {
@@ -136,14 +138,16 @@ impl Target<'_> {
         workload::latency("chat", args.iters(), &mut measured, |_| chat(&model)).await;
         eprintln!("{name}: chat with {} callers", args.callers());
         let split = CpuSplit::now(platform, &svc);
-        workload::throughput(
-            "chat",
-            args.callers(),
-            args.duration(),
-            &mut measured,
-            |_, _| chat(&model),
-        )
-        .await;
+        for _ in 0..args.repeats() {
+            workload::throughput(
+                "chat",
+                args.callers(),
+                args.duration(),
+                &mut measured,
+                |_, _| chat(&model),
+            )
+            .await;
+        }
         let cpu_per_call =
             split_per_call(&CpuSplit::now(platform, &svc), &split, measured.succeeded);
         report_rate("chat", &measured);
@@ -166,14 +170,16 @@ impl Target<'_> {
             .collect();
         eprintln!("{name}: agent invoke with {} callers", args.callers());
         let split = CpuSplit::now(platform, &svc);
-        workload::throughput(
-            "agent",
-            args.callers(),
-            args.duration(),
-            &mut measured,
-            |c, _| invoke_once(&agents[c]),
-        )
-        .await;
+        for _ in 0..args.repeats() {
+            workload::throughput(
+                "agent",
+                args.callers(),
+                args.duration(),
+                &mut measured,
+                |c, _| invoke_once(&agents[c]),
+            )
+            .await;
+        }
         let cpu_per_call =
             split_per_call(&CpuSplit::now(platform, &svc), &split, measured.succeeded);
         report_rate("agent", &measured);

@@ -123,8 +123,10 @@ pub fn table(columns: &[Column], callers: usize) -> String {
             ms(pick(c).as_ref()?.measured.latency)
         });
         row(
-            &format!("{kind}, throughput with {callers} callers ({unit}/s)"),
-            &|c| rate(pick(c)).map(|r| format!("{r:.0}")),
+            &format!(
+                "{kind}, throughput with {callers} callers ({unit}/s; median, and min-max of the runs)"
+            ),
+            &|c| crate::report::median_and_spread(&pick(c).as_ref()?.measured.rates),
         );
     }
     for (kind, _, pick) in kinds {

@@ -21,9 +21,12 @@ pub type Code = String;
 pub struct Measured {
     /// p50/p99 one call at a time.
     pub latency: Option<Summary>,
-    /// Successful calls per second with the phase's callers.
+    /// Successful calls per second with the phase's callers: the median of
+    /// its runs.
     pub rate: Option<f64>,
-    /// Successful calls of the throughput phase.
+    /// Every throughput run's rate, in the order they ran.
+    pub rates: Vec<f64>,
+    /// Successful calls of the throughput phase, over all its runs.
     pub succeeded: u64,
     /// Failures of both phases by code.
     pub failures: BTreeMap<Code, u64>,
@@ -113,6 +116,7 @@ pub async fn throughput<F, Fut>(
             *out.failures.entry(code).or_default() += count;
         }
     }
-    out.succeeded = ok;
-    out.rate = Some(ok as f64 / elapsed);
+    out.succeeded += ok;
+    out.rates.push(ok as f64 / elapsed);
+    out.rate = crate::report::median(&out.rates);
 }

@@ -56,6 +56,10 @@ pub struct Args {
     /// Calls per latency cell (default 500; --quick 100; --smoke 3).
     #[arg(long)]
     pub iters: Option<usize>,
+    /// Runs of the throughput phase, reported as the median and the spread
+    /// (default 3; --smoke 1).
+    #[arg(long)]
+    pub repeats: Option<usize>,
     /// Seconds of the throughput phase (default 10; --quick 3; --smoke 0.3).
     #[arg(long)]
     pub duration_secs: Option<f64>,
@@ -96,6 +100,13 @@ impl Args {
             } else {
                 500
             })
+            .max(1)
+    }
+
+    /// Runs of the throughput phase.
+    pub fn repeats(&self) -> usize {
+        self.repeats
+            .unwrap_or(if self.smoke { 1 } else { 3 })
             .max(1)
     }
 
@@ -379,30 +390,35 @@ async fn workload_phases(
     let samples = measure::sequential(name, iters, |k| calls.find("find", k)).await;
     record(column, Op::Find, &samples);
 
-    eprintln!(
-        "{name}: put throughput, {} callers for {:?}",
-        shape.callers,
-        args.duration()
-    );
     let cpu_before = svc.and_then(|s| s.cpu_now().ok());
-    let started = std::time::Instant::now();
-    let (rate, _) = measure::throughput(name, shape.callers, args.duration(), |caller, k| {
-        calls.create(
-            "throughput",
-            workload::LOAD,
-            format!("w{caller:03}-{k:07}"),
-            k,
-        )
-    })
-    .await;
-    let puts = rate * started.elapsed().as_secs_f64();
+    let mut puts = 0.0;
+    for repeat in 1..=args.repeats() {
+        eprintln!(
+            "{name}: put throughput, {} callers for {:?} (run {repeat} of {})",
+            shape.callers,
+            args.duration(),
+            args.repeats()
+        );
+        let started = std::time::Instant::now();
+        let (rate, _) = measure::throughput(name, shape.callers, args.duration(), |caller, k| {
+            calls.create(
+                "throughput",
+                workload::LOAD,
+                format!("w{repeat}-{caller:03}-{k:07}"),
+                k,
+            )
+        })
+        .await;
+        puts += rate * started.elapsed().as_secs_f64();
+        column.rates.push(rate);
+    }
     let cpu_after = svc.and_then(|s| s.cpu_now().ok());
     if let (Some(before), Some(after)) = (cpu_before, cpu_after)
         && puts >= 1.0
     {
         column.cpu_per_put_us = Some((after - before) * 1e6 / puts);
     }
-    column.throughput = Some(rate);
+    column.throughput = crate::report::median(&column.rates);
     column.failures = failures.counts();
     Ok(())
 }
@@ -509,15 +525,19 @@ async fn raw_request_reply(
         record(column, op, &samples);
     }
     let callers = args.callers.max(1);
-    eprintln!(
-        "{name}: throughput, {callers} callers for {:?}",
-        args.duration()
-    );
-    let (rate, _) = measure::throughput(name, callers, args.duration(), |_, _| {
-        echo.tallied(failures, "throughput", &floor.put)
-    })
-    .await;
-    column.throughput = Some(rate);
+    for repeat in 1..=args.repeats() {
+        eprintln!(
+            "{name}: throughput, {callers} callers for {:?} (run {repeat} of {})",
+            args.duration(),
+            args.repeats()
+        );
+        let (rate, _) = measure::throughput(name, callers, args.duration(), |_, _| {
+            echo.tallied(failures, "throughput", &floor.put)
+        })
+        .await;
+        column.rates.push(rate);
+    }
+    column.throughput = crate::report::median(&column.rates);
     column.failures = failures.counts();
     Ok(())
 }

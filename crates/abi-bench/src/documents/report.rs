@@ -42,8 +42,11 @@ pub struct Column {
     /// A raw request-reply of a get request, each sent just before one of
     /// this target's gets: the floor its get target is judged against.
     pub paired_get_floor: Option<Summary>,
-    /// Successful puts per second with the run's concurrent callers.
+    /// Successful puts per second with the run's concurrent callers: the
+    /// median of the runs.
     pub throughput: Option<f64>,
+    /// Every run's rate, in the order they ran.
+    pub rates: Vec<f64>,
     /// The service process's CPU and memory.
     pub usage: Option<Usage>,
     /// The service process's CPU per successful put in the throughput
@@ -134,8 +137,11 @@ pub fn table(columns: &[Column], shape: Shape) -> String {
         },
     );
     row(
-        &format!("put throughput, {} callers (ops/s)", shape.callers),
-        &|c: &Column| c.throughput.map(|t| format!("{t:.0}")),
+        &format!(
+            "put throughput, {} callers (ops/s; median, and min-max of the runs)",
+            shape.callers
+        ),
+        &|c: &Column| crate::report::median_and_spread(&c.rates),
     );
     row(
         &format!(
