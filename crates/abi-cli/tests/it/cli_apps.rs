@@ -57,11 +57,9 @@ async fn apps_lists_them_and_serve_apps_reaches_them_over_plain_http() {
         .unwrap();
     let ready = || async {
         let listed = stack.abictl().run(&["--json", "apps"]).await.json();
-        listed
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a["module"] == "py_apps" && a["instances"][0]["status"] == "READY")
+        listed.as_array().unwrap().iter().any(|a| {
+            a["module"] == "py_apps" && a["instances"][0]["status"] == abi_wire::status::READY
+        })
     };
     wait_until(DEADLINE, ready)
         .await
@@ -109,7 +107,7 @@ async fn apps_lists_them_and_serve_apps_reaches_them_over_plain_http() {
     let (status, _, body) = http_get(&addr, "/apps/py_apps/nope/").await;
     assert_eq!(status, 404, "{body}");
     assert!(
-        body.contains("APP_NOT_FOUND") || body.contains("app not found"),
+        body.contains(abi_wire::ErrorCode::AppNotFound.as_str()),
         "{body}"
     );
 

@@ -263,7 +263,10 @@ async fn our_app_host_answers_the_reference_caller_as_the_reference_host_does() 
     let echoed: Value = serde_json::from_str(from_ours[6]["body"].as_str().unwrap()).unwrap();
     assert_eq!(echoed["body_len"], 1000);
     assert_eq!(echoed["caller"], "caller");
-    assert_eq!(from_ours[7]["error"], "PERMISSION_DENIED");
+    assert_eq!(
+        from_ours[7]["error"],
+        abi_wire::ErrorCode::PermissionDenied.as_str()
+    );
 
     assert_eq!(
         refusals(&world, &rs_id).await,
