@@ -435,6 +435,24 @@ mod tests {
     /// Above the inline limit, not a multiple of a chunk.
     const SIZE: usize = 600 * 1024 + 3;
 
+    /// A nats-server, a connection to it, and a tracker for the holders.
+    async fn bus() -> (NatsServer, async_nats::Client, TaskTracker) {
+        let server = NatsServer::start().await;
+        let nats = async_nats::connect(server.url()).await.unwrap();
+        (server, nats, TaskTracker::new())
+    }
+
+    fn chunk_of(nats: &async_nats::Client) -> usize {
+        wire::chunk_bytes(nats.server_info().max_payload)
+    }
+
+    /// [`body`] held on a new inbox.
+    async fn hold_bytes(nats: &async_nats::Client, tasks: &TaskTracker, ends: Ends) -> String {
+        hold(nats, Held::Bytes(body()), chunk_of(nats), tasks, ends, ())
+            .await
+            .unwrap()
+    }
+
     fn body() -> Bytes {
         (0..SIZE)
             .map(|i| (i % 251) as u8)
@@ -444,11 +462,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_held_body_is_pulled_whole_and_lingers_until_the_host_drains() {
-        let server = NatsServer::start().await;
-        let nats = async_nats::connect(server.url()).await.unwrap();
-        let tasks = TaskTracker::new();
+        let (_server, nats, tasks) = bus().await;
         let ends = Ends::default();
-        let chunk = wire::chunk_bytes(nats.server_info().max_payload);
+        let chunk = chunk_of(&nats);
         let inbox = hold(&nats, Held::Bytes(body()), chunk, &tasks, ends.clone(), ())
             .await
             .unwrap();
@@ -470,20 +486,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_reader_past_its_limit_stops_and_the_holder_ends() {
-        let server = NatsServer::start().await;
-        let nats = async_nats::connect(server.url()).await.unwrap();
-        let tasks = TaskTracker::new();
-        let chunk = wire::chunk_bytes(nats.server_info().max_payload);
-        let inbox = hold(
-            &nats,
-            Held::Bytes(body()),
-            chunk,
-            &tasks,
-            Ends::default(),
-            (),
-        )
-        .await
-        .unwrap();
+        let (_server, nats, tasks) = bus().await;
+        let inbox = hold_bytes(&nats, &tasks, Ends::default()).await;
         let pulled = pull(&nats, &inbox, Bytes::new(), 1000).await.unwrap();
         assert_eq!(pulled, None, "above the limit: a 413 for the caller");
         tasks.close();
@@ -498,9 +502,7 @@ mod tests {
 
     #[tokio::test]
     async fn server_sent_events_stream_as_sent_and_end_at_a_drain() {
-        let server = NatsServer::start().await;
-        let nats = async_nats::connect(server.url()).await.unwrap();
-        let tasks = TaskTracker::new();
+        let (_server, nats, tasks) = bus().await;
         let ends = Ends::default();
         // One event, then nothing, for ever.
         let events = futures::stream::once(async {
@@ -537,30 +539,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_reader_that_stops_pulling_does_not_stall_another_stream() {
-        let server = NatsServer::start().await;
-        let nats = async_nats::connect(server.url()).await.unwrap();
-        let tasks = TaskTracker::new();
-        let chunk = wire::chunk_bytes(nats.server_info().max_payload);
-        let slow = hold(
-            &nats,
-            Held::Bytes(body()),
-            chunk,
-            &tasks,
-            Ends::default(),
-            (),
-        )
-        .await
-        .unwrap();
-        let fast = hold(
-            &nats,
-            Held::Bytes(body()),
-            chunk,
-            &tasks,
-            Ends::default(),
-            (),
-        )
-        .await
-        .unwrap();
+        let (_server, nats, tasks) = bus().await;
+        let chunk = chunk_of(&nats);
+        let slow = hold_bytes(&nats, &tasks, Ends::default()).await;
+        let fast = hold_bytes(&nats, &tasks, Ends::default()).await;
         // One chunk of the first, then that reader goes quiet...
         let mut stalled = Reader::new(nats.clone(), slow);
         assert!(stalled.next_chunk().await.unwrap().is_some());
