@@ -3,15 +3,11 @@
 //! never from a flag's value, and are never printed.
 
 use std::path::Path;
-use std::time::{Duration, SystemTime};
 
 use abi_sdk::TokenSource;
 
 use crate::cli::{DEFAULT_IDENTITY, Global};
 use crate::error::Failure;
-
-/// Lifetime of the tokens abictl signs for its own calls: one command is short.
-const CALL_TOKEN_TTL: Duration = Duration::from_secs(5 * 60);
 
 /// Reads an environment variable; tests and `main` pass `std::env::var`.
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -59,7 +55,10 @@ pub fn require_secret(global: &Global, env: Env<'_>) -> Result<String, Failure> 
 
 /// The token source for service calls: `ABI_SERVICE_TOKEN`, else
 /// `ABI_MODULE_KEY` (signing for `--as`), else the project secret (signing
-/// for `--as`, default `api`).
+/// for `--as`, default `api`). A signing source signs a fresh token when
+/// the last one is half spent, and binds tokens to the instance an agent,
+/// model or app call goes to, so the long-running commands (`serve-apps`,
+/// `console`, `ls --watch`) never send an expired token.
 ///
 /// # Errors
 ///
@@ -84,57 +83,16 @@ pub fn token_source(global: &Global, env: Env<'_>) -> Result<TokenSource, Failur
     }
     if let Some(secret) = secret(global, env)? {
         let identity = global.identity.as_deref().unwrap_or(DEFAULT_IDENTITY);
-        let token = abi_auth::issue_service_token(
-            identity,
-            &secret,
-            CALL_TOKEN_TTL,
-            SystemTime::now(),
-            None,
-        )
-        .map_err(|e| Failure::usage(format!("cannot sign a token for {identity:?}: {e}")))?;
-        return Ok(TokenSource::issued(token));
+        let source = TokenSource::project_secret(identity, secret);
+        // Sign once now, so a secret that cannot sign fails here, as a usage error.
+        source
+            .token()
+            .map_err(|e| Failure::usage(format!("cannot sign a token for {identity:?}: {e}")))?;
+        return Ok(source);
     }
     Err(Failure::usage("no credentials").hint(
         "set ABI_JWT_SECRET_FILE (or ABI_JWT_SECRET), ABI_SERVICE_TOKEN, or ABI_MODULE_KEY with --as",
     ))
-}
-
-/// A signer of instance-bound tokens with the project secret, for calls to
-/// agents and models, when abictl has neither an issued token nor a module
-/// key (the SDK binds those itself); `None` otherwise or without a secret.
-/// It signs a service token for `--as` (default `api`) bound to the
-/// instance called.
-///
-/// # Errors
-///
-/// The secret file cannot be read.
-pub fn bound_signer(
-    global: &Global,
-    env: Env<'_>,
-) -> Result<Option<abi_sdk::models::BoundSigner>, Failure> {
-    let key_or_token = ["ABI_SERVICE_TOKEN", "ABI_MODULE_KEY"]
-        .iter()
-        .any(|k| env(k).is_some_and(|v| !v.trim().is_empty()));
-    let Some(secret) = secret(global, env)?.filter(|_| !key_or_token) else {
-        return Ok(None);
-    };
-    let identity = global
-        .identity
-        .clone()
-        .unwrap_or_else(|| DEFAULT_IDENTITY.to_owned());
-    Ok(Some(std::sync::Arc::new(move |audience: &str| {
-        abi_auth::issue_service_token(
-            &identity,
-            &secret,
-            abi_auth::BOUND_TTL,
-            SystemTime::now(),
-            Some(audience),
-        )
-        .map_err(|e| {
-            abi_sdk::CallError::new(abi_sdk::CallErrorKind::Token, "cannot sign a bound token")
-                .with_source(e)
-        })
-    })))
 }
 
 #[cfg(test)]
@@ -162,6 +120,14 @@ mod tests {
             .token()
             .unwrap();
         assert_eq!(abi_auth::verify(&token, "s3cret", None).unwrap(), "engine");
+        // It signs afresh as tokens age (a gateway or console runs for days)
+        // rather than handing out one token signed at start.
+        let source = token_source(&global(&[]), &env).unwrap();
+        assert!(
+            format!("{source:?}").contains("ProjectSecret"),
+            "{source:?}"
+        );
+        assert!(source.for_audience("inst-1").is_ok());
     }
 
     #[test]

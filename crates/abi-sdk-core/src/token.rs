@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::{CallError, CallErrorKind};
 
-/// A token source: a module key that signs fresh tokens, or an issued token.
+/// A token source: a key that signs fresh tokens (a module key, or the
+/// project secret), or an issued token.
 ///
 /// A module key wins when both are configured (see [`crate::Config::from_env`]):
 /// it signs tokens that never expire under a long-running module, while an
@@ -17,9 +18,9 @@ pub struct TokenSource {
 }
 
 enum Inner {
-    ModuleKey {
+    Signing {
         identity: String,
-        key: String,
+        key: SigningKey,
         ttl: Duration,
         /// The last token signed and when; reused until half its lifetime.
         cached: Mutex<Option<(SystemTime, String)>>,
@@ -29,14 +30,55 @@ enum Inner {
     Issued(String),
 }
 
+/// What a signing source signs with.
+enum SigningKey {
+    /// A module's key: tokens for that module only.
+    Module(String),
+    /// The project secret: service tokens for any identity (an operator's
+    /// long-running tool, such as abictl's app gateway or console).
+    Project(String),
+}
+
+impl SigningKey {
+    fn sign(
+        &self,
+        identity: &str,
+        ttl: Duration,
+        now: SystemTime,
+        audience: Option<&str>,
+    ) -> Result<String, CallError> {
+        let signed = match self {
+            Self::Module(key) => abi_auth::issue_module_token(identity, key, ttl, now, audience),
+            Self::Project(secret) => {
+                abi_auth::issue_service_token(identity, secret, ttl, now, audience)
+            }
+        };
+        signed
+            .map_err(|e| CallError::new(CallErrorKind::Token, "cannot sign a token").with_source(e))
+    }
+}
+
 impl TokenSource {
     /// Signs tokens for `identity` (the module id) with its module key, each
     /// valid for [`abi_auth::DEFAULT_TTL`] and replaced at half that.
     pub fn module_key(identity: impl Into<String>, key: impl Into<String>) -> Self {
+        Self::signing(identity.into(), SigningKey::Module(key.into()))
+    }
+
+    /// Signs service tokens for `identity` with the project `secret`, each
+    /// valid for [`abi_auth::DEFAULT_TTL`] and replaced at half that, so a
+    /// process that runs for days never sends an expired one. For
+    /// operators' tools that hold the secret anyway; a module signs with
+    /// its own key ([`TokenSource::module_key`]).
+    pub fn project_secret(identity: impl Into<String>, secret: impl Into<String>) -> Self {
+        Self::signing(identity.into(), SigningKey::Project(secret.into()))
+    }
+
+    fn signing(identity: String, key: SigningKey) -> Self {
         Self {
-            inner: Inner::ModuleKey {
-                identity: identity.into(),
-                key: key.into(),
+            inner: Inner::Signing {
+                identity,
+                key,
                 ttl: abi_auth::DEFAULT_TTL,
                 cached: Mutex::new(None),
                 bound: Mutex::new(HashMap::new()),
@@ -64,7 +106,7 @@ impl TokenSource {
     pub(crate) fn token_at(&self, now: SystemTime) -> Result<String, CallError> {
         let token = match &self.inner {
             Inner::Issued(token) => token.clone(),
-            Inner::ModuleKey {
+            Inner::Signing {
                 identity,
                 key,
                 ttl,
@@ -81,11 +123,7 @@ impl TokenSource {
                 match fresh {
                     Some(token) => token,
                     None => {
-                        let token = abi_auth::issue_module_token(identity, key, *ttl, now, None)
-                            .map_err(|e| {
-                                CallError::new(CallErrorKind::Token, "cannot sign a module token")
-                                    .with_source(e)
-                            })?;
+                        let token = key.sign(identity, *ttl, now, None)?;
                         *cached = Some((now, token.clone()));
                         token
                     }
@@ -125,7 +163,7 @@ impl TokenSource {
         audience: &str,
         now: SystemTime,
     ) -> Result<String, CallError> {
-        let Inner::ModuleKey {
+        let Inner::Signing {
             identity,
             key,
             ttl,
@@ -156,11 +194,7 @@ impl TokenSource {
         if bound.len() >= MAX_AUDIENCES {
             bound.clear();
         }
-        let token =
-            abi_auth::issue_module_token(identity, key, ttl, now, Some(audience)).map_err(|e| {
-                CallError::new(CallErrorKind::Token, "cannot sign a bound module token")
-                    .with_source(e)
-            })?;
+        let token = key.sign(identity, ttl, now, Some(audience))?;
         bound.insert(audience.to_owned(), (now, token.clone()));
         Ok(token)
     }
@@ -170,8 +204,20 @@ impl fmt::Debug for TokenSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never print a key or a token.
         match &self.inner {
-            Inner::ModuleKey { identity, .. } => f
+            Inner::Signing {
+                identity,
+                key: SigningKey::Module(_),
+                ..
+            } => f
                 .debug_struct("TokenSource::ModuleKey")
+                .field("identity", identity)
+                .finish_non_exhaustive(),
+            Inner::Signing {
+                identity,
+                key: SigningKey::Project(_),
+                ..
+            } => f
+                .debug_struct("TokenSource::ProjectSecret")
                 .field("identity", identity)
                 .finish_non_exhaustive(),
             Inner::Issued(_) => f.write_str("TokenSource::Issued(..)"),
@@ -236,6 +282,24 @@ mod tests {
             issued.for_audience("inst-1").unwrap_err().kind(),
             CallErrorKind::Token
         );
+    }
+
+    #[test]
+    fn project_secret_tokens_are_service_tokens_signed_afresh_and_bindable() {
+        let source = TokenSource::project_secret("api", SECRET);
+        assert!(!format!("{source:?}").contains(SECRET));
+        let t0 = SystemTime::now();
+        let first = source.token_at(t0).unwrap();
+        assert_eq!(abi_auth::verify(&first, SECRET, None).unwrap(), "api");
+        // A long-running tool gets a fresh token once the first is half spent,
+        // one that is still valid when it is sent.
+        let later = t0 + abi_auth::DEFAULT_TTL * 3;
+        let renewed = source.token_at(later).unwrap();
+        assert_ne!(renewed, first);
+        let claims = abi_auth::verify_at(&renewed, SECRET, None, later);
+        assert_eq!(claims.unwrap(), "api");
+        let bound = source.for_audience_at("inst-1", later).unwrap();
+        assert!(abi_auth::verify_at(&bound, SECRET, Some("inst-1"), later).is_ok());
     }
 
     #[test]

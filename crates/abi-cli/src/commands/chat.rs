@@ -14,7 +14,6 @@ use abi_sdk::models::{ChatMessage, Json};
 use serde_json::json;
 
 use super::Ctx;
-use crate::auth;
 use crate::connect;
 use crate::error::Failure;
 use crate::output::print_json;
@@ -55,13 +54,10 @@ pub async fn run(cx: Ctx<'_>, args: ChatArgs<'_>) -> anyhow::Result<()> {
         .map(|o| parse_option(o))
         .collect::<Result<Vec<_>, _>>()?;
     let client = connect::client(cx.global, cx.env).await?;
-    let mut model = client
+    let model = client
         .module(args.module, args.major)
         .chat_model(args.model)
         .timeout(Duration::from_secs(cx.global.timeout_secs.max(1)));
-    if let Some(signer) = auth::bound_signer(cx.global, cx.env)? {
-        model = model.bound_tokens(signer);
-    }
     let mut messages = Vec::new();
     if let Some(system) = args.system {
         messages.push(ChatMessage::system(system));

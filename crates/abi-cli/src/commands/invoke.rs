@@ -12,11 +12,10 @@ use abi_sdk::agents::AgentsExt as _;
 use std::time::Duration;
 
 use abi_sdk::CallErrorKind;
-use abi_sdk::agents::{AgentClient, AgentErrorKind, SubmitOptions};
+use abi_sdk::agents::{AgentErrorKind, SubmitOptions};
 use serde_json::json;
 
 use super::Ctx;
-use crate::auth;
 use crate::connect;
 use crate::error::{EXIT_SERVICE, EXIT_UNREACHABLE, EXIT_WAIT_TIMEOUT, Failure};
 
@@ -53,13 +52,10 @@ pub async fn run(cx: Ctx<'_>, args: InvokeArgs<'_>) -> anyhow::Result<()> {
     }
     let timeout = Duration::from_secs(args.timeout_secs);
     let client = connect::client(cx.global, cx.env).await?;
-    let agent = signed(
-        cx,
-        client
-            .module(args.module, args.major)
-            .agent_client(args.agent)
-            .request_timeout(Duration::from_secs(cx.global.timeout_secs.max(1))),
-    )?;
+    let agent = client
+        .module(args.module, args.major)
+        .agent_client(args.agent)
+        .request_timeout(Duration::from_secs(cx.global.timeout_secs.max(1)));
     let prompt = args.words.join(" ");
     let options = SubmitOptions {
         stream: !args.no_stream,
@@ -92,15 +88,6 @@ pub async fn run(cx: Ctx<'_>, args: InvokeArgs<'_>) -> anyhow::Result<()> {
         println!("{result}");
     }
     Ok(())
-}
-
-/// The client, signing its bound tokens with the project secret when
-/// abictl has neither a token nor a module key.
-fn signed(cx: Ctx<'_>, agent: AgentClient) -> Result<AgentClient, Failure> {
-    Ok(match auth::bound_signer(cx.global, cx.env)? {
-        Some(signer) => agent.bound_tokens(signer),
-        None => agent,
-    })
 }
 
 fn failure(e: abi_sdk::agents::AgentError) -> anyhow::Error {

@@ -23,7 +23,6 @@ use axum::routing::any;
 use bytes::Bytes;
 
 use super::Ctx;
-use crate::auth;
 use crate::connect;
 use crate::signals;
 
@@ -40,7 +39,6 @@ pub fn mount(module: &str, app: &str) -> String {
 struct Gateway {
     client: DiscoveryClient,
     major: u32,
-    signer: Option<abi_sdk::BoundSigner>,
     timeout: Duration,
 }
 
@@ -58,7 +56,6 @@ pub async fn run(cx: Ctx<'_>, listen: SocketAddr, major: u32) -> anyhow::Result<
     let gateway = Gateway {
         client,
         major,
-        signer: auth::bound_signer(cx.global, cx.env)?,
         timeout: Duration::from_secs(cx.global.timeout_secs.max(1)),
     };
     let router = axum::Router::new()
@@ -119,15 +116,12 @@ async fn call(
     };
     parts.uri = uri;
     parts.headers.remove(header::HOST);
-    let mut client = gateway
+    let client = gateway
         .client
         .module(module, gateway.major)
         .web_app(app)
         .mounted_at(mount(module, app))
         .timeout(gateway.timeout);
-    if let Some(signer) = &gateway.signer {
-        client = client.bound_tokens(signer.clone());
-    }
     // Streamed as it comes: server-sent events and long downloads too.
     match client
         .call_streaming(http::Request::from_parts(parts, body))
