@@ -2,7 +2,8 @@
 
     app_peer.py serve <folder>
         Runs a module with naas_abi_sdk's run_module (its AppHost) serving the
-        app "board": the files of <folder>, and for any other path a plain ASGI
+        app of <folder> (named "board", declared by its manifest when it has
+        one): its files, and for any other path a plain ASGI
         app that answers the JSON {"method", "path", "query", "body_len",
         "caller", "user_id"} with its content-length (as an axum router
         does; a path "/fail" raises). Prints "EVENT ready
@@ -78,7 +79,7 @@ async def echo_app(scope, receive, send):
 
 
 def serve(folder):
-    from naas_abi_sdk.apps import AppDescriptor
+    from naas_abi_sdk.apps import AppDescriptor, read_app
     from naas_abi_sdk.discovery import DiscoveryConfiguration
     from naas_abi_sdk.module import BaseModule, run_module
     from naas_abi_sdk.service_token import ModuleToken
@@ -86,7 +87,14 @@ def serve(folder):
     url, project, module_id, key = _env()
 
     class M(BaseModule):
-        apps = (AppDescriptor("board", title="Board", root=Path(folder)),)
+        # Declared from the folder's manifest when it has one, as the
+        # reference reads one (named after the folder, "board"; its upload
+        # limit, if any).
+        apps = (
+            (read_app(Path(folder)),)
+            if (Path(folder) / "manifest.json").is_file()
+            else (AppDescriptor("board", title="Board", root=Path(folder)),)
+        )
 
         def on_initialized(self):
             self.expose_app("board", echo_app)

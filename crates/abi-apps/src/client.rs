@@ -15,6 +15,7 @@ use abi_wire::apps as wire;
 use bytes::Bytes;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
+use http_body_util::BodyExt as _;
 use prost::Message as _;
 
 use crate::stream::{self, Held};
@@ -129,7 +130,8 @@ impl AppClient {
     }
 
     /// Sends `request` (its path and query below the app's root) and
-    /// returns the app's response, its body read whole.
+    /// returns the app's response, its body read whole. The request's body
+    /// is bytes, or a body read as the app pulls it ([`RequestBody::stream`]).
     ///
     /// # Errors
     ///
@@ -142,20 +144,22 @@ impl AppClient {
     /// Not cancel safe: the app may have run.
     pub async fn call(
         &self,
-        request: http::Request<Bytes>,
+        request: http::Request<impl Into<RequestBody>>,
     ) -> Result<http::Response<Bytes>, CallError> {
-        let (parts, mut body) = self.send(request).await?.into_parts();
-        let mut whole = bytes::BytesMut::from(body.first.as_ref());
-        if let Some(reader) = body.reader.as_mut() {
-            while let Some(chunk) = reader.next_chunk().await.map_err(refused)? {
-                whole.extend_from_slice(&chunk);
-            }
-        }
-        Ok(http::Response::from_parts(parts, whole.freeze()))
+        let (parts, body) = self.send(request).await?.into_parts();
+        let whole = match body.reader {
+            Some(reader) => stream::read_rest(reader, body.first, u64::MAX)
+                .await
+                .map_err(refused)?
+                .unwrap_or_default(),
+            None => body.first,
+        };
+        Ok(http::Response::from_parts(parts, whole))
     }
 
-    /// As [`AppClient::call`], the body as it comes (server-sent events, a
-    /// long download): each item a chunk, the holder's failure as the last.
+    /// As [`AppClient::call`], the response body as it comes (server-sent
+    /// events, a long download): each item a chunk, the holder's failure as
+    /// the last.
     ///
     /// # Errors
     ///
@@ -167,7 +171,7 @@ impl AppClient {
     /// leaves the holder to its idle limit.
     pub async fn call_streaming(
         &self,
-        request: http::Request<Bytes>,
+        request: http::Request<impl Into<RequestBody>>,
     ) -> Result<http::Response<BoxStream<'static, Result<Bytes, CallError>>>, CallError> {
         let (parts, body) = self.send(request).await?.into_parts();
         let first = futures::stream::iter((!body.first.is_empty()).then_some(Ok(body.first)));
@@ -182,10 +186,12 @@ impl AppClient {
         Ok(http::Response::from_parts(parts, first.chain(rest).boxed()))
     }
 
-    /// Sends `request` to the first instance that takes it.
+    /// Sends `request` to the first instance that takes it. A body above
+    /// the inline limit is held once, here, for whichever instance takes the
+    /// request: an instance that refuses does so before it pulls any of it.
     async fn send(
         &self,
-        request: http::Request<Bytes>,
+        request: http::Request<impl Into<RequestBody>>,
     ) -> Result<http::Response<Streamed>, CallError> {
         let Some(nats) = self.proxy.client().nats().cloned() else {
             return Err(CallError::new(
@@ -194,12 +200,27 @@ impl AppClient {
             ));
         };
         let (parts, body) = request.into_parts();
+        let instances = self.instances().await?;
+        let holding = stream::Ends::default();
+        let tasks = tokio_util::task::TaskTracker::new();
+        // Once answered, the host read the body (or never will).
+        let _stop_holding = holding.stop.clone().drop_guard();
+        let body = match body.into().outgoing().await? {
+            Outgoing::Inline(bytes) => SentBody::Inline(bytes),
+            Outgoing::Held { held, size } => {
+                let chunk = wire::chunk_bytes(nats.server_info().max_payload);
+                let inbox = stream::hold(&nats, held, chunk, &tasks, holding.clone(), ())
+                    .await
+                    .map_err(|e| {
+                        CallError::new(CallErrorKind::Transport, "could not hold the request body")
+                            .with_source(e)
+                    })?;
+                SentBody::Held { inbox, size }
+            }
+        };
         let mut last = None;
-        for instance_id in self.instances().await? {
-            match self
-                .exchange(&nats, &instance_id, &parts, body.clone())
-                .await
-            {
+        for instance_id in instances {
+            match self.exchange(&nats, &instance_id, &parts, &body).await {
                 Err(err) if retry_elsewhere(&err) => last = Some(err),
                 other => return other,
             }
@@ -212,7 +233,7 @@ impl AppClient {
         nats: &async_nats::Client,
         instance_id: &str,
         parts: &http::request::Parts,
-        body: Bytes,
+        body: &SentBody,
     ) -> Result<http::Response<Streamed>, CallError> {
         let subject = wire::http_subject(self.proxy.client().project(), instance_id, &self.name);
         let mut request = pb::HttpRequest {
@@ -238,24 +259,13 @@ impl AppClient {
             root_path: self.root_path.clone(),
             ..Default::default()
         };
-        // A body above the inline limit is held here and pulled by the host.
-        let holding = stream::Ends::default();
-        let tasks = tokio_util::task::TaskTracker::new();
-        // Once answered, the host read the body (or never will).
-        let _stop_holding = holding.stop.clone().drop_guard();
-        if body.len() > wire::INLINE_BYTES {
-            let chunk = wire::chunk_bytes(nats.server_info().max_payload);
-            request.body_follows = true;
-            request.max_body_bytes = body.len() as u64;
-            request.body_inbox =
-                stream::hold(nats, Held::Bytes(body), chunk, &tasks, holding.clone(), ())
-                    .await
-                    .map_err(|e| {
-                        CallError::new(CallErrorKind::Transport, "could not hold the request body")
-                            .with_source(e)
-                    })?;
-        } else {
-            request.body = body.to_vec();
+        match body {
+            SentBody::Inline(bytes) => request.body = bytes.to_vec(),
+            SentBody::Held { inbox, size } => {
+                request.body_follows = true;
+                request.max_body_bytes = size.unwrap_or(0);
+                request.body_inbox = inbox.clone();
+            }
         }
         let token = (self.signer)(instance_id)?;
         let response: pb::HttpResponse = abi_sdk_core::instance_call::call_instance(
@@ -298,6 +308,110 @@ impl AppClient {
                 .with_source(e)
         })
     }
+}
+
+/// A request's body as a caller hands it over: bytes, or a body of any
+/// size read only as the app pulls it (a file, an incoming HTTP upload).
+pub struct RequestBody(Kind);
+
+enum Kind {
+    Bytes(Bytes),
+    Stream(crate::ResponseBody),
+}
+
+impl RequestBody {
+    /// A body read chunk by chunk as the app pulls it; one whose exact size
+    /// is known and fits the inline limit is sent inline instead.
+    pub fn stream<B>(body: B) -> Self
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<abi_sdk_core::BoxError>,
+    {
+        Self(Kind::Stream(body.map_err(Into::into).boxed_unsync()))
+    }
+
+    /// How it leaves: inline, or held for the host to pull, with its size
+    /// when known.
+    async fn outgoing(self) -> Result<Outgoing, CallError> {
+        match self.0 {
+            Kind::Bytes(bytes) if bytes.len() <= wire::INLINE_BYTES => Ok(Outgoing::Inline(bytes)),
+            Kind::Bytes(bytes) => {
+                let size = Some(bytes.len() as u64);
+                Ok(Outgoing::Held {
+                    held: Held::Bytes(bytes),
+                    size,
+                })
+            }
+            Kind::Stream(body) => {
+                let size = http_body::Body::size_hint(&body).exact();
+                if size.is_some_and(|n| n <= wire::INLINE_BYTES as u64) {
+                    let bytes = body.collect().await.map_err(|e| {
+                        CallError::new(CallErrorKind::Transport, "could not read the request body")
+                            .with_source(e)
+                    })?;
+                    return Ok(Outgoing::Inline(bytes.to_bytes()));
+                }
+                Ok(Outgoing::Held {
+                    held: Held::Stream {
+                        body,
+                        ends_at_drain: false,
+                    },
+                    size,
+                })
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for RequestBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Kind::Bytes(bytes) => write!(f, "RequestBody::Bytes({})", bytes.len()),
+            Kind::Stream(_) => f.write_str("RequestBody::Stream"),
+        }
+    }
+}
+
+impl From<Bytes> for RequestBody {
+    fn from(bytes: Bytes) -> Self {
+        Self(Kind::Bytes(bytes))
+    }
+}
+
+impl From<Vec<u8>> for RequestBody {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self(Kind::Bytes(bytes.into()))
+    }
+}
+
+impl From<String> for RequestBody {
+    fn from(text: String) -> Self {
+        Self(Kind::Bytes(text.into()))
+    }
+}
+
+impl From<&'static str> for RequestBody {
+    fn from(text: &'static str) -> Self {
+        Self(Kind::Bytes(Bytes::from_static(text.as_bytes())))
+    }
+}
+
+impl From<()> for RequestBody {
+    fn from((): ()) -> Self {
+        Self(Kind::Bytes(Bytes::new()))
+    }
+}
+
+/// A request body ready to go.
+enum Outgoing {
+    Inline(Bytes),
+    Held { held: Held, size: Option<u64> },
+}
+
+/// A request body as each instance is sent it.
+enum SentBody {
+    Inline(Bytes),
+    Held { inbox: String, size: Option<u64> },
 }
 
 /// A response body: its first bytes, and the reader of the rest when it

@@ -80,6 +80,29 @@ pub enum Plan {
     },
 }
 
+/// What the host decides as a request arrives, before reading it (the
+/// reference's subscription callback): nothing while draining, and an
+/// upload only with an upload slot free (waiting for one would hold up the
+/// app's other requests). Both refusals carry their text alone, without
+/// the code in front, as the reference sends them.
+///
+/// # Errors
+///
+/// `MODULE_UNAVAILABLE`.
+pub fn on_receive(draining: bool, upload: bool, upload_slot_free: bool) -> Result<(), Refused> {
+    let refuse = |text: &str| Refused {
+        code: ErrorCode::ModuleUnavailable,
+        message: text.to_owned(),
+    };
+    if draining {
+        return Err(refuse("App is draining"));
+    }
+    if upload && !upload_slot_free {
+        return Err(refuse("Too many uploads in progress"));
+    }
+    Ok(())
+}
+
 /// The message itself: at most [`wire::MAX_REQUEST_BYTES`], never an
 /// overflow upload.
 ///
@@ -222,6 +245,23 @@ mod tests {
     fn refusals_come_in_the_reference_order_and_words() {
         type Case<'a> = (&'a str, Result<(), Refused>, Option<(ErrorCode, &'a str)>);
         let cases: Vec<Case> = vec![
+            // As a request arrives: the text alone, no code in front.
+            (
+                "arriving while draining, even an upload with no slot",
+                on_receive(true, true, false),
+                Some((ErrorCode::ModuleUnavailable, "App is draining")),
+            ),
+            (
+                "an upload with every slot taken",
+                on_receive(false, true, false),
+                Some((ErrorCode::ModuleUnavailable, "Too many uploads in progress")),
+            ),
+            (
+                "a call, the upload slots full",
+                on_receive(false, false, false),
+                None,
+            ),
+            ("an upload with a slot", on_receive(false, true, true), None),
             ("fits", check_message(wire::MAX_REQUEST_BYTES, false), None),
             (
                 "above the inline cap",
@@ -240,7 +280,7 @@ mod tests {
                 )),
             ),
             (
-                "draining",
+                "draining after it arrived",
                 check_request(&request(|_| {}), "ui", true),
                 Some((
                     ErrorCode::ModuleUnavailable,

@@ -21,18 +21,20 @@ use abi_wire::ErrorCode;
 use abi_wire::apps as wire;
 use async_nats::Message;
 use bytes::Bytes;
+use futures::FutureExt as _;
 use futures::future::BoxFuture;
-use http_body_util::{BodyExt as _, Full};
+use http_body_util::BodyExt as _;
 use prost::Message as _;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
 use crate::decide::{self, Plan, Refused, Text};
 use crate::files::{self, Etags};
-use crate::service::AppCaller;
+use crate::service::{AppBody, AppCaller};
 use crate::spec::AppSpec;
 use crate::stream::{self, Held};
+use crate::upload;
 
 /// The host's name in logs and errors.
 const HOST_NAME: &str = "apps";
@@ -316,9 +318,19 @@ async fn handle(shared: &Shared, name: &str, msg: &Message) -> Result<pb::HttpRe
     let overflowed = headers
         .and_then(|h| h.get(abi_wire::overflow::REQUEST_HEADER))
         .is_some();
+    // What the reference decides as the request arrives: a draining host
+    // takes nothing, an upload needs one of its own slots (held while the
+    // app reads the body).
+    let decoded = (msg.payload.len() <= wire::MAX_REQUEST_BYTES)
+        .then(|| pb::HttpRequest::decode(msg.payload.as_ref()).ok())
+        .flatten();
+    let upload = decoded.as_ref().is_some_and(|r| r.body_follows);
+    let upload_slot = upload
+        .then(|| shared.uploads.clone().try_acquire_owned().ok())
+        .flatten();
+    decide::on_receive(!shared.stopping.accepting(), upload, upload_slot.is_some())?;
     decide::check_message(msg.payload.len(), overflowed)?;
-    let request =
-        pb::HttpRequest::decode(msg.payload.as_ref()).map_err(|_| Refused::app_failed())?;
+    let request = decoded.ok_or_else(Refused::app_failed)?;
     decide::check_request(&request, name, !shared.stopping.accepting())?;
     let token = headers
         .and_then(|h| h.get(abi_wire::AUTH_HEADER))
@@ -326,7 +338,7 @@ async fn handle(shared: &Shared, name: &str, msg: &Message) -> Result<pb::HttpRe
     let caller = authorize(shared, name, token).await?;
     decide::check_caller(&request, &caller)?;
     let app = shared.apps.get(name).ok_or_else(Refused::app_failed)?;
-    let answer = answer(shared, app, request, caller).await?;
+    let answer = answer(shared, app, request, caller, upload_slot).await?;
     let mut response = pb::HttpResponse {
         status: u32::from(answer.status),
         headers: answer
@@ -384,6 +396,7 @@ async fn answer(
     app: &AppSpec,
     request: pb::HttpRequest,
     caller: String,
+    upload_slot: Option<OwnedSemaphorePermit>,
 ) -> Result<Answer, Refused> {
     let files_first = match decide::plan(&request, app.upload_limit(), app.root().is_some())? {
         Plan::Text(text) => return Ok(Answer::text(text)),
@@ -402,56 +415,48 @@ async fn answer(
             message: "Not found",
         }));
     };
-    let upload = if request.body_follows {
-        let Ok(slot) = shared.uploads.clone().try_acquire_owned() else {
-            return Err(Refused::rpc(
-                ErrorCode::ModuleUnavailable,
-                "Too many uploads in progress",
-            ));
-        };
-        Some(slot)
-    } else {
-        None
-    };
+    let too_large = upload::TooLarge::default();
     let body = if request.body_follows {
+        // The app's own limit, lower if the caller asks for less.
         let mut limit = app.upload_limit();
         if request.max_body_bytes > 0 {
             limit = limit.min(request.max_body_bytes);
         }
-        match stream::pull(
-            &shared.nats,
-            &request.body_inbox,
-            Bytes::from(request.body.clone()),
-            limit,
-        )
-        .await?
-        {
-            Some(body) => body,
-            None => {
-                return Ok(Answer::text(Text {
-                    status: 413,
-                    message: "Request body too large",
-                }));
-            }
-        }
+        let reader = stream::Reader::new(shared.nats.clone(), request.body_inbox.clone());
+        let first = Bytes::from(request.body.clone());
+        upload::pulled(reader, first, limit, too_large.clone(), upload_slot)
     } else {
-        Bytes::from(request.body.clone())
+        AppBody::from_bytes(Bytes::from(request.body.clone()))
     };
-    drop(upload);
     let http_request = http_request(&request, body, caller)?;
     let idle = Duration::from_secs(wire::IDLE_SECONDS);
-    let response = match tokio::time::timeout(idle, service.call(http_request)).await {
+    // An app that panics failed, as one that raised does in the reference:
+    // its caller is told at once instead of waiting out its deadline.
+    let called = std::panic::AssertUnwindSafe(service.call(http_request)).catch_unwind();
+    let response = match tokio::time::timeout(idle, called).await {
         Err(_) => {
             return Ok(Answer::text(Text {
                 status: 504,
                 message: "App timed out",
             }));
         }
-        Ok(Err(err)) => {
+        // The app read past the limit and answered the failed read (often
+        // with a 500): the caller sent too much, which is what it is told.
+        Ok(_) if too_large.happened() => {
+            return Ok(Answer::text(Text {
+                status: 413,
+                message: "Request body too large",
+            }));
+        }
+        Ok(Err(_panic)) => {
+            error!(app = %app.name(), "app panicked");
+            return Err(Refused::app_failed());
+        }
+        Ok(Ok(Err(err))) => {
             error!(app = %app.name(), error = %err, "app failed");
             return Err(Refused::app_failed());
         }
-        Ok(Ok(response)) => response,
+        Ok(Ok(Ok(response))) => response,
     };
     let (parts, body) = response.into_parts();
     let headers: Vec<(String, String)> = parts
@@ -576,9 +581,9 @@ fn fits_inline(size: usize, headers: &[(String, String)], max_payload: usize) ->
 /// them), the body, and who called ([`AppCaller`]).
 fn http_request(
     request: &pb::HttpRequest,
-    body: Bytes,
+    body: AppBody,
     caller: String,
-) -> Result<http::Request<Full<Bytes>>, Refused> {
+) -> Result<http::Request<AppBody>, Refused> {
     let not_latin1 = || Refused::rpc(ErrorCode::InvalidArgument, "A header is not latin-1 text");
     let uri = if request.query.is_empty() {
         request.path.clone()
@@ -602,7 +607,7 @@ fn http_request(
         builder = builder.header(name, value);
     }
     let mut http_request = builder
-        .body(Full::new(body))
+        .body(body)
         .map_err(|_| Refused::rpc(ErrorCode::InvalidArgument, "Invalid HTTP request"))?;
     http_request.extensions_mut().insert(AppCaller {
         caller,

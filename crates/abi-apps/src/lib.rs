@@ -20,8 +20,9 @@ mod host;
 mod service;
 mod spec;
 pub mod stream;
+pub mod upload;
 
-pub use client::{AppClient, AppsExt, DEFAULT_APP_TIMEOUT};
+pub use client::{AppClient, AppsExt, DEFAULT_APP_TIMEOUT, RequestBody};
 pub use host::{AppHost, DEFAULT_MAX_CONCURRENCY, DuplicateApp};
 pub use service::{AppBody, AppCaller, AppService, ResponseBody};
 pub use spec::{AppSpec, ReadError};

@@ -7,14 +7,59 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use http_body_util::BodyExt as _;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt as _, Full};
 use tower::ServiceExt as _;
 
 use abi_sdk_core::BoxError;
 
-/// The body an app's service receives: the whole request body.
-pub type AppBody = Full<Bytes>;
+/// The body an app's service receives: the request's bytes, or, for an
+/// upload above the inline limit, its chunks pulled from the caller as the
+/// app reads them (never ahead of it), so an app reads any size in bounded
+/// memory. A read past the app's upload limit fails (the host answers 413).
+pub struct AppBody(UnsyncBoxBody<Bytes, BoxError>);
+
+impl AppBody {
+    /// A body of these bytes.
+    pub fn from_bytes(bytes: Bytes) -> Self {
+        Self::new(http_body_util::Full::new(bytes))
+    }
+
+    /// Any body, boxed.
+    pub fn new<B>(body: B) -> Self
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        Self(body.map_err(Into::into).boxed_unsync())
+    }
+}
+
+impl fmt::Debug for AppBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AppBody")
+    }
+}
+
+impl http_body::Body for AppBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        std::pin::Pin::new(&mut self.0).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.0.size_hint()
+    }
+}
 
 /// The body an app's service answers with, as the host reads it: frame by
 /// frame, so a stream (server-sent events, a long download) leaves as the

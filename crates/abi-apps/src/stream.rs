@@ -85,6 +85,18 @@ struct Source {
     last_answer: Option<pb::BodyChunk>,
 }
 
+/// Whether a pull of `sequence` follows the last one answered (`None`
+/// before the first): the same again (its reply was lost) or the next,
+/// never past the end. Any other is refused, as the reference refuses it,
+/// so two readers of one body cannot take each other's chunks.
+fn in_sequence(sequence: u64, last: Option<&pb::BodyChunk>) -> bool {
+    match last {
+        None => sequence == 0,
+        Some(last) if sequence == last.sequence => true,
+        Some(last) => !last.last && last.error.is_none() && sequence == last.sequence + 1,
+    }
+}
+
 fn chunk_answer(sequence: u64, data: Bytes, last: bool) -> pb::BodyChunk {
     pb::BodyChunk {
         error: None,
@@ -105,6 +117,33 @@ fn error_answer(sequence: u64, code: ErrorCode, text: &str) -> pb::BodyChunk {
 impl Source {
     /// The answer to a pull of `sequence`.
     async fn answer(&mut self, sequence: u64) -> pb::BodyChunk {
+        if !in_sequence(sequence, self.last_answer.as_ref()) {
+            return pb::BodyChunk {
+                error: Some(
+                    Refused {
+                        code: ErrorCode::InvalidArgument,
+                        message: "Pull out of sequence".to_owned(),
+                    }
+                    .to_pb(),
+                ),
+                sequence,
+                ..Default::default()
+            };
+        }
+        if let Some(answer) = self.last_answer.as_ref().filter(|a| a.sequence == sequence) {
+            return answer.clone();
+        }
+        let answer = self.next_answer(sequence).await;
+        // A keepalive (empty, not the end) is no answer: the same pull comes again.
+        if !answer.data.is_empty() || answer.last || answer.error.is_some() {
+            self.last_answer = Some(answer.clone());
+        }
+        answer
+    }
+
+    /// The answer to a new pull of `sequence`: the next chunk, or an empty
+    /// keepalive while an app's stream says nothing.
+    async fn next_answer(&mut self, sequence: u64) -> pb::BodyChunk {
         let chunk = self.chunk_bytes.max(1);
         match &mut self.held {
             Held::Bytes(bytes) => {
@@ -129,17 +168,14 @@ impl Source {
                 }
             }
             Held::Stream { body, .. } => {
-                if let Some(answer) = self.last_answer.as_ref().filter(|a| a.sequence == sequence) {
-                    return answer.clone();
-                }
-                let answer = loop {
+                loop {
                     if !self.pending.is_empty() {
                         let take = self.pending.len().min(chunk);
                         break chunk_answer(sequence, self.pending.split_to(take), false);
                     }
                     match tokio::time::timeout(KEEPALIVE, body.frame()).await {
                         // Nothing new: an empty chunk, the same sequence asked again.
-                        Err(_) => return chunk_answer(sequence, Bytes::new(), false),
+                        Err(_) => break chunk_answer(sequence, Bytes::new(), false),
                         Ok(None) => break chunk_answer(sequence, Bytes::new(), true),
                         Ok(Some(Err(error))) => {
                             warn!(%error, "an app's response body failed");
@@ -151,9 +187,7 @@ impl Source {
                             }
                         }
                     }
-                };
-                self.last_answer = Some(answer.clone());
-                answer
+                }
             }
         }
     }
@@ -303,6 +337,11 @@ impl Reader {
         }
     }
 
+    /// Whether the body was read to its end, or the reader gave up.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
     /// The next chunk (never empty), `None` after the last.
     ///
     /// # Errors
@@ -412,8 +451,24 @@ pub async fn pull(
     first: Bytes,
     max_bytes: u64,
 ) -> Result<Option<Bytes>, Refused> {
+    read_rest(Reader::new(nats.clone(), inbox), first, max_bytes).await
+}
+
+/// The rest of `reader`'s body after `first`, whole, at most `max_bytes`.
+///
+/// # Errors
+///
+/// As [`pull`].
+///
+/// # Cancel safety
+///
+/// As [`pull`].
+pub async fn read_rest(
+    mut reader: Reader,
+    first: Bytes,
+    max_bytes: u64,
+) -> Result<Option<Bytes>, Refused> {
     let mut body = BytesMut::from(first.as_ref());
-    let mut reader = Reader::new(nats.clone(), inbox);
     while let Some(chunk) = reader.next_chunk().await? {
         if (body.len() + chunk.len()) as u64 > max_bytes {
             reader.cancel().await;

@@ -13,9 +13,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use abi_sdk::apps::AppsExt as _;
+use abi_sdk::apps::{AppsExt as _, RequestBody};
 use abi_sdk::{CallError, CallErrorKind, DiscoveryClient};
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::extract::{Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -25,10 +25,6 @@ use bytes::Bytes;
 use super::Ctx;
 use crate::connect;
 use crate::signals;
-
-/// The largest request body the gateway reads (the reference's default
-/// upload limit is 1 GiB; an app may take less, and says so).
-const MAX_BODY: usize = 256 * 1024 * 1024;
 
 /// The gateway path of `module`'s app `app`.
 pub fn mount(module: &str, app: &str) -> String {
@@ -103,10 +99,10 @@ async fn call(
     rest: &str,
     request: Request,
 ) -> Response {
+    // The body goes as the app reads it: an upload of any size crosses in
+    // bounded memory, and the app's own limit applies (a 413 from its host).
     let (mut parts, body) = request.into_parts();
-    let Ok(body) = to_bytes(body, MAX_BODY).await else {
-        return (StatusCode::PAYLOAD_TOO_LARGE, "Request too large").into_response();
-    };
+    let body = RequestBody::stream(body);
     let path = match parts.uri.query() {
         Some(query) => format!("/{rest}?{query}"),
         None => format!("/{rest}"),

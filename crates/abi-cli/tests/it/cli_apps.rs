@@ -12,11 +12,20 @@ use tokio::process::Command;
 
 use crate::common::{DEADLINE, SECRET, Stack};
 
-/// One HTTP/1.1 request over a fresh connection: (status, headers, body).
+/// One HTTP/1.1 GET over a fresh connection: (status, headers, body).
 async fn http_get(addr: &str, path: &str) -> (u16, String, String) {
+    http(addr, "GET", path, &[]).await
+}
+
+/// One HTTP/1.1 request over a fresh connection: (status, headers, body).
+async fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
     stream.write_all(request.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
     let mut answer = Vec::new();
     tokio::time::timeout(DEADLINE, stream.read_to_end(&mut answer))
         .await
@@ -104,6 +113,13 @@ async fn apps_lists_them_and_serve_apps_reaches_them_over_plain_http() {
         echoed["caller"], "api",
         "the gateway calls as the API identity"
     );
+    // An upload above the inline limit crosses the gateway as the app
+    // reads it.
+    let upload = vec![b'u'; 600 * 1024];
+    let (status, _, body) = http(&addr, "POST", "/apps/py_apps/board/api/echo", &upload).await;
+    assert_eq!(status, 200, "{body}");
+    let echoed: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(echoed["body_len"], upload.len(), "{echoed}");
     let (status, _, body) = http_get(&addr, "/apps/py_apps/nope/").await;
     assert_eq!(status, 404, "{body}");
     assert!(

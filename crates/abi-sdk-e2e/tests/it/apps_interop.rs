@@ -101,6 +101,20 @@ pub(crate) fn ours(
         .route("/api/events", axum::routing::get(events))
         .with_state(go)
         .fallback(echo);
+    serve_app(world, module, board, router)
+}
+
+/// Our module `module` serving the app of the folder `board` with
+/// `router`, in this process, until the token is cancelled.
+pub(crate) fn serve_app(
+    world: &World,
+    module: &str,
+    board: &std::path::Path,
+    router: axum::Router,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), abi_sdk::RunError>>,
+) {
     let host = AppHost::new()
         .app(
             AppSpec::read(board)

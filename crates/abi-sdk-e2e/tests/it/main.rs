@@ -13,6 +13,7 @@ mod agents_replicas;
 mod agents_upkeep;
 mod apps_deploy;
 mod apps_interop;
+mod apps_uploads;
 mod chain;
 mod cluster_leader_loss;
 mod cluster_seed_list;
