@@ -54,6 +54,7 @@ mod json;
 mod lease;
 mod lookup;
 mod mutate;
+pub mod overview;
 mod patterns;
 mod policy;
 mod record;

@@ -229,23 +229,7 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
     }
 }
 
-/// The module id of an instance.
-pub fn module_of(instance: &pb::Instance) -> &str {
-    instance
-        .descriptor
-        .as_ref()
-        .map(|d| d.module_id.as_str())
-        .unwrap_or("")
-}
-
-/// The contract major of an instance.
-pub fn major_of(instance: &pb::Instance) -> u32 {
-    instance
-        .descriptor
-        .as_ref()
-        .map(|d| d.contract_major)
-        .unwrap_or(0)
-}
+pub use abi_registry::overview::{major_of, module_of};
 
 /// Every live instance, through the service, sorted for display.
 ///
@@ -307,17 +291,4 @@ pub fn instance_list(instances: &[(String, String)]) -> String {
         .map(|(id, status)| format!("{id} ({status})"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// How good a status is, for "best status" (higher is better).
-pub fn rank(status: &str) -> u8 {
-    use abi_wire::status::{DEGRADED, DRAINING, READY, STAGED, STARTING};
-    match status {
-        READY => 5,
-        DEGRADED => 4,
-        STAGED => 3,
-        STARTING => 2,
-        DRAINING => 1,
-        _ => 0,
-    }
 }

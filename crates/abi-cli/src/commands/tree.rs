@@ -2,39 +2,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use abi_sdk::pb;
+use abi_registry::overview::Edge;
 use serde_json::json;
 
-use super::{Ctx, list_all, major_of, module_of, rank};
+use super::{Ctx, list_all};
 use crate::connect;
 use crate::output::{Style, print_json};
 
-/// One module id as the registry shows it.
-#[derive(Debug, Default, Clone)]
-pub struct Node {
-    /// The best status of any live instance.
-    pub best: String,
-    /// The contract majors with live instances.
-    pub majors: BTreeSet<u32>,
-    /// What its instances declare they need: (module id, major).
-    pub deps: BTreeSet<(String, u32)>,
-}
-
-/// The graph of live modules by id.
-pub fn graph(instances: &[pb::Instance]) -> BTreeMap<String, Node> {
-    let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
-    for i in instances {
-        let node = nodes.entry(module_of(i).to_owned()).or_default();
-        if rank(&i.status) >= rank(&node.best) || node.best.is_empty() {
-            node.best = i.status.clone();
-        }
-        node.majors.insert(major_of(i));
-        for d in i.descriptor.iter().flat_map(|d| &d.dependencies) {
-            node.deps.insert((d.module_id.clone(), d.contract_major));
-        }
-    }
-    nodes
-}
+pub use abi_registry::overview::{Node, graph};
 
 /// Prints the tree (or the graph as JSON).
 ///
@@ -56,12 +31,8 @@ pub async fn run(cx: Ctx<'_>) -> anyhow::Result<()> {
                     .deps
                     .iter()
                     .map(|(d, major)| {
-                        let status = match nodes.get(d) {
-                            None => "MISSING".to_owned(),
-                            Some(t) if !t.majors.contains(major) => "INCOMPATIBLE".to_owned(),
-                            Some(t) => t.best.clone(),
-                        };
-                        json!({"module_id": d, "contract_major": major, "status": status})
+                        let edge = Edge::to(&nodes, d, *major);
+                        json!({"module_id": d, "contract_major": major, "status": edge.label()})
                     })
                     .collect();
                 json!({"module_id": id, "best_status": n.best, "majors": n.majors, "dependencies": deps})
@@ -142,7 +113,7 @@ fn walk(
     let Some(node) = nodes.get(id) else {
         out.push_str(&format!(
             "{indent}{label}  {}\n",
-            style.paint("MISSING", "MISSING")
+            style.paint(Edge::Missing.label(), Edge::Missing.label())
         ));
         return;
     };
@@ -156,7 +127,11 @@ fn walk(
     let majors: Vec<String> = node.majors.iter().map(u32::to_string).collect();
     let compat = match major {
         Some(m) if !node.majors.contains(&m) => {
-            format!("  INCOMPATIBLE (live majors {})", majors.join(","))
+            format!(
+                "  {} (live majors {})",
+                Edge::Incompatible.label(),
+                majors.join(",")
+            )
         }
         _ => String::new(),
     };
@@ -185,6 +160,7 @@ fn walk(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use abi_sdk::pb;
 
     fn inst(id: &str, status: &str, deps: &[&str]) -> pb::Instance {
         pb::Instance {
