@@ -10,6 +10,7 @@
 //! `docs/benchmarks.md` for what each row means and the targets.
 
 mod agents;
+mod apps;
 mod documents;
 mod jobs;
 mod measure;
@@ -88,6 +89,10 @@ pub enum Bench {
     /// Job hosts: trigger-to-start latency and throughput of a raw
     /// JetStream floor, our JobHost and the Python reference's.
     Jobs(jobs::Args),
+    /// Web app hosts: GETs of 1 KiB (round trips and throughput) against a
+    /// raw request-reply floor, streamed downloads and uploads, and an
+    /// overflowed document put, ours and the Python reference's.
+    Apps(apps::Args),
 }
 
 impl Args {
@@ -122,6 +127,7 @@ async fn main() -> anyhow::Result<()> {
         Some(Bench::Documents(documents)) => documents::run(documents).await?,
         Some(Bench::Jobs(jobs)) => jobs::run(jobs).await?,
         Some(Bench::Agents(agents)) => agents::run(agents).await?,
+        Some(Bench::Apps(apps)) => apps::run(apps).await?,
         None => runs::run_all(&args).await?,
     };
     println!("{table}");

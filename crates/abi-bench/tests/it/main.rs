@@ -7,6 +7,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod agents;
+mod apps;
 mod common;
 mod documents;
 mod jobs;
