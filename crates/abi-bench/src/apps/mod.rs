@@ -6,7 +6,8 @@
 //! Targets, one after another, each its own process:
 //!
 //! 1. **raw request-reply floor**: `abi-bench apps --serve raw`, one core
-//!    NATS subscription answering every request with 1 KiB;
+//!    NATS subscription answering every request with 1 KiB (kept running:
+//!    each host's GET one at a time follows one of its request-replies);
 //! 2. **ours**: `abi-bench apps --serve ours`, a module under
 //!    `abi_sdk::Runner` whose `AppHost` serves one app, an axum router:
 //!    `/kib` (1 KiB), `/download?bytes=N` (a body streamed as it is
@@ -177,7 +178,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     loads.push(platform::load_average());
 
     let notes = report::notes(args, started.elapsed(), &loads);
-    let verdicts = report::verdicts(&raw, &ours, &reference, args.callers());
+    let verdicts = report::verdicts(&ours, &reference, args.callers());
     let table = report::table(&[raw, ours, reference], args);
     Ok(format!("{notes}\n\n{table}\n{verdicts}"))
 }
@@ -197,7 +198,7 @@ async fn hosts(args: &Args, python: &Path, script: &Path) -> anyhow::Result<[Col
         args,
     };
     let mut raw = Column::new("raw request-reply floor", Kind::Floor);
-    bench.floor(targets::rust("raw", &url)?, &mut raw).await?;
+    let floor = bench.floor(targets::rust("raw", &url)?, &mut raw).await?;
     let mut ours = Column::new("ours (Rust AppHost)", Kind::Ours);
     let command = targets::rust("ours", &url)?;
     bench.host(command, serve::OURS_MODULE, &mut ours).await?;
@@ -210,6 +211,7 @@ async fn hosts(args: &Args, python: &Path, script: &Path) -> anyhow::Result<[Col
             .host(command, serve::REFERENCE_MODULE, &mut reference)
             .await?;
     }
+    floor.svc.stop().await;
     platform.stop().await;
     Ok([raw, ours, reference])
 }

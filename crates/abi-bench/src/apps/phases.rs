@@ -4,6 +4,7 @@
 //! caller.
 
 use std::future::Future;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use abi_sdk::DiscoveryClient;
 use abi_sdk::apps::AppsExt as _;
 use tokio::process::Command;
 
-use super::report::{Column, Transfer};
+use super::report::{Column, Kind, Transfer};
 use super::targets::{self, Target};
 use super::{APP, Args, calls};
 use crate::measure::{self, Samples};
@@ -40,7 +41,9 @@ pub struct Bench<'a> {
 }
 
 impl Bench<'_> {
-    /// The raw floor: starts it, measures request-reply of 1 KiB, stops it.
+    /// The raw floor: starts it and measures request-reply of 1 KiB. It
+    /// is returned running: the hosts' GETs one at a time are each paired
+    /// with one of its request-replies.
     ///
     /// # Errors
     ///
@@ -49,15 +52,14 @@ impl Bench<'_> {
     /// # Cancel safety
     ///
     /// Cancel safe: the floor is killed on drop and keeps nothing.
-    pub async fn floor(&self, command: Command, column: &mut Column) -> anyhow::Result<()> {
+    pub async fn floor(&self, command: Command, column: &mut Column) -> anyhow::Result<Target> {
         let nats = self.nats;
         let target = targets::spawn(command, column.name, || async {
             calls::raw_get(nats).await.is_ok()
         })
         .await?;
         self.gets(&target, column, || calls::raw_get(nats)).await;
-        target.svc.stop().await;
-        Ok(())
+        Ok(target)
     }
 
     /// A host: starts it (`command`, serving as `module`), measures GETs,
@@ -101,8 +103,10 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// GETs of 1 KiB (`get`): one at a time after a warm-up, then with the
-    /// concurrent callers for each repeat, with the CPU per GET of each
+    /// GETs of 1 KiB (`get`): one at a time after a warm-up (a host's
+    /// each after one raw request-reply, the floor measured in step with
+    /// it, so a change of the machine's load moves both alike), then with
+    /// the concurrent callers for each repeat, with the CPU per GET of each
     /// process over the repeats.
     async fn gets<F, Fut>(&self, target: &Target, column: &mut Column, get: F)
     where
@@ -112,9 +116,25 @@ impl Bench<'_> {
         let (name, args) = (column.name, self.args);
         eprintln!("{name}: GET one at a time x{}", args.run.iters());
         let warmup = measure::sequential(name, WARMUP, |_| get()).await;
-        let samples = measure::sequential(name, args.run.iters(), |_| get()).await;
+        let paired = Mutex::new(Samples::default());
+        let interleaved = column.kind != Kind::Floor;
+        let samples = measure::sequential(name, args.run.iters(), |_| async {
+            if interleaved {
+                let floor = calls::raw_get(self.nats).await;
+                // A poisoned lock only means a panic elsewhere; the samples still hold.
+                let mut paired = paired.lock().unwrap_or_else(|e| e.into_inner());
+                match floor {
+                    Ok(latency) => paired.latencies.push(latency),
+                    Err(_) => paired.errors += 1,
+                }
+            }
+            get().await
+        })
+        .await;
         column.get = samples.summary();
-        column.failures += warmup.errors + samples.errors;
+        let paired = paired.into_inner().unwrap_or_else(|e| e.into_inner());
+        column.paired_floor = paired.summary();
+        column.failures += warmup.errors + samples.errors + paired.errors;
         let before = CpuSplit::now(self.platform, &target.svc);
         let succeeded = AtomicU64::new(0);
         for repeat in 1..=args.run.repeats() {

@@ -32,9 +32,18 @@ fn smoke_run_measures_every_row_where_it_applies() {
     let run = SmokeRun::run("apps", &COLUMNS);
     let row = |prefix: &str| run.row(prefix);
     let (all, hosts, ours) = (1..4, 2..4, 2..3);
-    let checks: [Check; 14] = [
+    let checks: [Check; 15] = [
         ("GET of 1 KiB, one at a time", all.clone(), is_latency),
-        ("GET p50 / raw request-reply p50", hosts.clone(), is_ratio),
+        (
+            "raw request-reply of 1 KiB, each before one of the host's GETs",
+            hosts.clone(),
+            is_latency,
+        ),
+        (
+            "GET p50 / interleaved raw request-reply p50",
+            hosts.clone(),
+            is_ratio,
+        ),
         ("GET of 1 KiB with 64 callers", all.clone(), is_rate),
         ("GET requests/s, ours / reference", ours, is_ratio),
         ("CPU per GET at 64 callers", all, |c| {
