@@ -43,7 +43,7 @@ esac
 
 project=demo
 lease_seconds=8
-steps=14
+steps=15
 step_no=0
 step() { step_no=$((step_no + 1)); printf '\n==> [%d/%d] %s\n' "$step_no" "$steps" "$*"; }
 ok() { printf '    ok: %s\n' "$*"; }
@@ -346,6 +346,26 @@ print(api)
 PY
 ok "the status app answered at $status_url: $(cat "$tmp/app.txt")"
 
+# --- 6f. the web console ------------------------------------------------------
+step "console: abictl console serves the live web console (modules, jobs, runs, agents)"
+ABI_JWT_SECRET_FILE="$secret_file" \
+  spawn console "$bin_dir/abictl" console --allow-actions --listen "${ABI_STACK_CONSOLE_LISTEN:-127.0.0.1:0}"
+console_url=""
+for _ in $(seq 1 100); do
+  console_url=$(sed -n 's|^console on \(http://[^/]*\)/.*|\1|p' "$tmp/logs/console.log" | head -1)
+  [ -n "$console_url" ] && break
+  sleep 0.1
+done
+[ -n "$console_url" ] || fail "abictl console did not start"
+python3 - "$console_url" <<'PY' >"$tmp/console.txt" || fail "the console did not answer"
+import json, sys, urllib.request
+page = urllib.request.urlopen(sys.argv[1] + "/", timeout=30).read().decode()
+assert "abi console" in page, page
+view = json.load(urllib.request.urlopen(sys.argv[1] + "/api/modules", timeout=30))
+print(", ".join(f"{m['module_id']} {m['best_status']}" for m in view["modules"]))
+PY
+ok "the console at $console_url/ shows: $(cat "$tmp/console.txt")"
+
 # --- 7. readiness follows dependencies --------------------------------------
 step "stop the provider: the consumer goes DEGRADED; start it again: READY"
 for entry in "${procs[@]}"; do
@@ -390,6 +410,7 @@ ctl rollouts | sed 's/^/    /'
 # --- up -----------------------------------------------------------------------
 printf '\n==> stack is up: NATS_URL=%s ABI_PROJECT=%s\n' "$NATS_URL" "$project"
 printf '    the demo web app: %s\n' "$status_url"
+printf '    the web console:  %s/ (modules, rollouts, jobs, runs, agents; live)\n' "$console_url"
 printf '    try: NATS_URL=%s ABI_PROJECT=%s ABI_JWT_SECRET_FILE=%s %s/abictl tree\n' \
   "$NATS_URL" "$project" "$secret_file" "$bin_dir"
 if [ -n "$duration" ]; then

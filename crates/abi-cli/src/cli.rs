@@ -271,6 +271,18 @@ pub enum Command {
         #[arg(long, default_value_t = 1)]
         major: u32,
     },
+    /// A live web console of the project until Ctrl-C: modules and rollouts,
+    /// jobs and their runs, workflow steps, agent runs, chats per model.
+    Console {
+        /// The address to listen on (loopback: the console calls as `--as`
+        /// with the project's credentials, so whoever reaches it reads as that).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Carry out trigger, cancel and evict from the pages (each one is
+        /// logged); without it the console only reads.
+        #[arg(long)]
+        allow_actions: bool,
+    },
     /// Declared chat models per module, with the instances serving them and
     /// their statuses (from the registry).
     Models {

@@ -45,7 +45,22 @@ impl Predicate {
             value: value.into(),
         }
     }
+
+    /// `field eq value`.
+    pub fn eq(field: impl Into<String>, value: impl Into<Value>) -> Self {
+        Self::new(field, EQ, value)
+    }
+
+    /// `field in values` (at most [`crate::validate::MAX_IN_VALUES`]).
+    pub fn is_in(field: impl Into<String>, values: Vec<Value>) -> Self {
+        Self::new(field, IN, Value::List(values))
+    }
 }
+
+/// The operator `eq`.
+pub const EQ: &str = "eq";
+/// The operator `in`.
+pub const IN: &str = "in";
 
 /// The order of a query's results: one field, `asc` or `desc` (then by id).
 #[derive(Debug, Clone, PartialEq, Eq)]

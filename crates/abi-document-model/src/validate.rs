@@ -13,7 +13,16 @@ pub const MAX_PAGE_SIZE: i64 = 1000;
 pub const MAX_IN_VALUES: usize = 500;
 /// The operators a [`Predicate`] may use.
 pub const OPERATORS: [&str; 10] = [
-    "eq", "ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists",
+    crate::query::EQ,
+    "ne",
+    "lt",
+    "lte",
+    "gt",
+    "gte",
+    crate::query::IN,
+    "nin",
+    "contains",
+    "exists",
 ];
 
 type Checked = Result<(), DocumentError>;

@@ -341,26 +341,10 @@ asyncio.run(run_module(M, url=os.environ["NATS_URL"],
 
 /// `GET path` on a module's health probe: the status code and body.
 pub async fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.ok()?;
-        let code = response.get(9..12)?.parse().ok()?;
-        let body = response
-            .split("\r\n\r\n")
-            .nth(1)
-            .unwrap_or("")
-            .trim()
-            .to_owned();
-        Some((code, body))
-    };
-    tokio::time::timeout(DEADLINE, exchange)
+    let answer = abi_test_support::http::exchange(addr, "GET", path, b"", DEADLINE)
         .await
-        .ok()
-        .flatten()
+        .ok()?;
+    (answer.status != 0).then(|| (answer.status, answer.body.trim().to_owned()))
 }
 
 /// The address a module printed in its `health addr=` line.

@@ -48,6 +48,7 @@
 
 mod binary;
 mod cluster;
+pub mod http;
 mod leader;
 pub mod postgres;
 mod process;

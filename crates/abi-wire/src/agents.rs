@@ -209,6 +209,18 @@ pub fn subject(project: &str, instance_id: &str, name: &str, operation: Operatio
     )
 }
 
+/// Every submit to `project`'s agents, as a wildcard (an observer's
+/// subscription: the console refreshes agent runs as they are submitted).
+pub fn all_submits(project: &str) -> String {
+    format!("abi.agent.{project}.*.*.v1.{}", Operation::Submit.as_str())
+}
+
+/// The instance id of a [`subject`] of `project`.
+pub fn instance_of_subject<'a>(project: &str, subject: &'a str) -> Option<&'a str> {
+    let rest = subject.strip_prefix(&format!("abi.agent.{project}."))?;
+    rest.split('.').next().filter(|i| !i.is_empty())
+}
+
 fn suffix(project: &str) -> String {
     hash(&[project])[..16].to_owned()
 }
@@ -310,6 +322,9 @@ mod tests {
             "abi.agent.p.i_2.504e5675b8ae460848e08134699d307992505e5228da5d83184eac28096a9140.v1.event"
         );
         assert_eq!(runs_collection("default"), "agent_runs_ed954e41fa3f395c");
+        let submit = subject("default", "inst-1", "echo", Operation::Submit);
+        assert_eq!(instance_of_subject("default", &submit), Some("inst-1"));
+        assert_eq!(all_submits("default"), "abi.agent.default.*.*.v1.submit");
         assert_eq!(
             events_collection("default"),
             "agent_events_ed954e41fa3f395c"

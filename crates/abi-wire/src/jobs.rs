@@ -384,6 +384,37 @@ impl JobSubjects {
     }
 }
 
+/// Every trigger of `project`'s jobs, as a wildcard (an observer's
+/// subscription: the console follows runs being queued).
+pub fn all_triggers(project: &str) -> String {
+    format!("abi.jobs.{project}.trigger.>")
+}
+
+/// Every completion notice of `project`'s jobs, as a wildcard.
+pub fn all_done(project: &str) -> String {
+    format!("abi.jobdone.{project}.>")
+}
+
+/// The (module hash, job hash) of a trigger or completion subject of
+/// `project` ([`JobSubjects::trigger`], [`JobSubjects::done`]).
+pub fn subject_hashes<'a>(project: &str, subject: &'a str) -> Option<(&'a str, &'a str)> {
+    let trigger = format!("abi.jobs.{project}.trigger.");
+    let done = format!("abi.jobdone.{project}.");
+    let rest = subject
+        .strip_prefix(&trigger)
+        .or_else(|| subject.strip_prefix(&done))?;
+    let (module_hash, job_hash) = rest.split_once('.')?;
+    (!job_hash.contains('.')).then_some((module_hash, job_hash))
+}
+
+impl JobSubjects {
+    /// The (module hash, job hash) its subjects carry, as
+    /// [`subject_hashes`] reads them back.
+    pub fn hashes(&self) -> (&str, &str) {
+        (&self.module_hash, &self.job_hash)
+    }
+}
+
 /// The subject events of an event type are published on (the event
 /// service's `evt.<sha256(iri)[:32]>.<event id>`), as a wildcard.
 pub fn event_type_subject(event_type: &str) -> String {
@@ -416,6 +447,10 @@ mod tests {
         );
         assert_eq!(stream("default"), "ABI_JOBS_default");
         assert_eq!(run_id("ingest", 42), "ingest:42");
+        assert_eq!(subject_hashes("default", &s.trigger()), Some(s.hashes()));
+        assert_eq!(subject_hashes("default", &s.done()), Some(s.hashes()));
+        assert_eq!(subject_hashes("other", &s.trigger()), None);
+        assert_eq!(subject_hashes("default", &s.cancel()), None);
         // naas_abi_sdk: Every("10s", input={"a": 1}).input_hash, scheduled_tick_ttl.
         assert_eq!(input_hash(r#"{"a":1}"#), "015abd7f5cc57a2dd94b7590f04ad808");
         assert_eq!(schedule_tick_ttl(Some(10.0)), "60s");

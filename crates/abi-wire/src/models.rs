@@ -28,6 +28,20 @@ pub fn chat_subject(project: &str, instance_id: &str, name: &str) -> String {
     format!("abi.mod.{project}.{instance_id}.model.{name}.chat")
 }
 
+/// Every chat of `project`'s models, as a wildcard (an observer's
+/// subscription: the console counts chats per model and replica).
+pub fn all_chats(project: &str) -> String {
+    chat_subject(project, "*", "*")
+}
+
+/// The (instance id, model name) of a [`chat_subject`] of `project`.
+pub fn parse_chat_subject<'a>(project: &str, subject: &'a str) -> Option<(&'a str, &'a str)> {
+    let rest = subject.strip_prefix(&format!("abi.mod.{project}."))?;
+    let rest = rest.strip_suffix(".chat")?;
+    let (instance, name) = rest.split_once(".model.")?;
+    (!instance.contains('.') && !name.contains('.')).then_some((instance, name))
+}
+
 /// Why `name` cannot be a model name, or `None` when it can: the name is
 /// one token of [`chat_subject`], so it must be nonempty and hold no `.`,
 /// `*`, `>` nor whitespace (the reference accepts such names and then
@@ -148,6 +162,15 @@ mod tests {
         assert_eq!(
             chat_subject("default", "i-1", "echo"),
             "abi.mod.default.i-1.model.echo.chat"
+        );
+        assert_eq!(
+            parse_chat_subject("default", &chat_subject("default", "i-1", "echo")),
+            Some(("i-1", "echo"))
+        );
+        assert_eq!(all_chats("default"), "abi.mod.default.*.model.*.chat");
+        assert_eq!(
+            parse_chat_subject("default", "abi.mod.default.i-1.app.echo.http"),
+            None
         );
     }
 

@@ -4,6 +4,7 @@ mod agent_runs;
 mod agents;
 mod apps;
 mod chat;
+mod console;
 mod decode;
 mod docs;
 mod dump;
@@ -132,6 +133,10 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
         Command::Models { module } => models::run(cx, module.as_deref()).await,
         Command::Apps { module } => apps::run(cx, module.as_deref()).await,
         Command::ServeApps { listen, major } => serve_apps::run(cx, *listen, *major).await,
+        Command::Console {
+            listen,
+            allow_actions,
+        } => console::run(cx, *listen, *allow_actions).await,
         Command::Chat {
             module,
             model,

@@ -7,38 +7,22 @@
 use std::time::Duration;
 
 use abi_test_support::{python, wait_until, workspace_root};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::Command;
 
 use crate::common::{DEADLINE, SECRET, Stack};
 
-/// One HTTP/1.1 GET over a fresh connection: (status, headers, body).
+/// One GET over a fresh connection: (status, headers, body).
 async fn http_get(addr: &str, path: &str) -> (u16, String, String) {
     http(addr, "GET", path, &[]).await
 }
 
-/// One HTTP/1.1 request over a fresh connection: (status, headers, body).
+/// One HTTP request over a fresh connection: (status, headers, body).
 async fn http(addr: &str, method: &str, path: &str, body: &[u8]) -> (u16, String, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(DEADLINE, stream.read_to_end(&mut answer))
+    let answer = abi_test_support::http::exchange(addr, method, path, body, DEADLINE)
         .await
-        .expect("the gateway answers")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, head.to_ascii_lowercase(), body.to_owned())
+        .expect("the gateway answers");
+    (answer.status, answer.head, answer.body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,8 @@ mod apps_uploads;
 mod chain;
 mod cluster_leader_loss;
 mod cluster_seed_list;
+mod console_api;
+mod console_fixture;
 mod drain;
 mod interop;
 mod jobs_backoff;
