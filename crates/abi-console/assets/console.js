@@ -367,7 +367,7 @@ function stepRows(module, steps) {
     const child = s.child && s.child.run_id ? link(`/runs/${encodeURIComponent(s.child.module_id)}/${encodeURIComponent(s.child.run_id)}`, `${s.child.module_id} ${s.child.run_id}`) : "—";
     return h("tr", { class: s.status === "FAILED" ? "failed" : "", dataset: { step: s.key, status: s.status } },
       h("td", {}, h("code", {}, s.key)), h("td", {}, dash(s.kind)), h("td", {}, status(s.status)), h("td", {}, dash(s.attempt)),
-      h("td", {}, s.duration_ms ? `${s.duration_ms} ms` : "—"),
+      h("td", {}, s.duration_ms === undefined ? "—" : `${s.duration_ms} ms`),
       h("td", {}, h("div", { class: "timeline" }, h("span", { class: s.status, style: `left:${left}%;width:${Math.min(width, 100 - left)}%` }))),
       h("td", {}, child), h("td", { class: "error" }, dash(s.error)));
   });

@@ -18,6 +18,7 @@ mod chain;
 mod cluster_leader_loss;
 mod cluster_seed_list;
 mod console_api;
+mod console_browser;
 mod console_fixture;
 mod drain;
 mod interop;
