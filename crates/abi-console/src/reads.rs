@@ -164,7 +164,9 @@ pub async fn agent_runs(
     }))
 }
 
-/// One agent run's whole record, `None` when `module` has none of that id.
+/// One agent run's whole record, `None` when `module` has none of that
+/// invocation id (its record is kept under a hash of the agent's name and
+/// the id, so it is found by its field).
 ///
 /// # Cancel safety
 ///
@@ -174,14 +176,25 @@ pub async fn agent_run(
     module: &str,
     invocation: &str,
 ) -> Result<Option<Data>, CallError> {
-    let docs = documents(client, module)?;
-    match docs
-        .try_get(&agents::runs_collection(client.project()), invocation)
-        .await
-    {
-        Err(e) if e.kind() == CallErrorKind::CollectionNotFound => Ok(None),
-        other => other.map(|d| d.map(|d| d.data)),
+    if !agents::is_invocation_id(invocation) {
+        return Err(CallError::new(
+            CallErrorKind::InvalidArgument,
+            "not an invocation id (1 to 128 of A-Z a-z 0-9 _ . : -)",
+        ));
     }
+    let docs = documents(client, module)?;
+    let query = FindQuery {
+        where_: vec![Predicate::eq(agents::field::INVOCATION_ID, invocation)],
+        limit: 1,
+        ..Default::default()
+    };
+    let found = docs
+        .find(&agents::runs_collection(client.project()), query)
+        .await;
+    Ok(none_yet(found.map(|page| page.items))?
+        .into_iter()
+        .next()
+        .map(|d| d.data))
 }
 
 /// When the `index`-th schedule of `module`'s `job` was stored in the

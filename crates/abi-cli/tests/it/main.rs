@@ -6,6 +6,7 @@ mod common;
 mod cli_agents;
 mod cli_apps;
 mod cli_commands;
+mod cli_console;
 mod cli_jobs;
 mod cli_models;
 mod cli_new;

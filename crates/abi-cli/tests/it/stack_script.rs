@@ -169,6 +169,8 @@ async fn the_stack_script_runs_the_demo_and_stops_cleanly() {
         "ok: demo-provider echo agent streamed its events",
         "ok: demo-provider echo-chat answered: hello from abictl",
         "/apps/demo-provider/status/: {\"caller\":\"api\",\"hello\":\"from demo-provider\"}",
+        "shows: demo-consumer READY, demo-provider READY",
+        "the web console:  http://",
         "ok: demo-consumer DEGRADED",
         "ok: demo-consumer READY again",
         "ok: demo-rollout-a v1 READY",

@@ -293,7 +293,7 @@ pub async fn search(state: State, Query(query): Query<SearchQuery>) -> Json<Valu
     let mut hits = find::search(&query.q, &registry.view);
     let q = query.q.trim();
     // An invocation id: looked up in the run records of each module with agents.
-    if !q.is_empty() && !q.contains([' ', '/']) {
+    if abi_wire::agents::is_invocation_id(q) {
         let with_agents: Vec<&str> = registry
             .view
             .modules

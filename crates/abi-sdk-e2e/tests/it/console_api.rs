@@ -306,3 +306,116 @@ async fn the_console_follows_modules_and_runs_and_acts_only_when_allowed() {
     readonly.stop().await;
     documents.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_lists_agent_runs_and_counts_chats_per_model_and_replica() {
+    use super::models_fixture::{Process, chat_model, ready_instances};
+    use abi_sdk::agents::SubmitOptions;
+    use abi_sdk::models::ChatMessage;
+
+    let setup = super::agents_fixture::Setup::start(5.0).await;
+    let world = &setup.world;
+    let agents_module = super::agents_fixture::MODULE;
+    let console = ConsoleUnderTest::start(world, false).await;
+    let mut agent_process = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-module"))
+        .env_remove("ABI_ROLLOUT_ID")
+        .env_remove("ABI_ROLLOUT_MODULES")
+        .envs(world.module_env(agents_module))
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let _model = Process::ours(world, "acme.models", "m");
+    super::agents_fixture::ready(world, 1).await;
+    let replica = ready_instances(world, "acme.models", 1).await.remove(0);
+    let mut events = EventStream::open(console.addr).await;
+
+    // An agent run: on the stream, in the list, whole by its id, and found
+    // by a search for its invocation id.
+    let agent = setup.agent("caller", "echo").await;
+    let mut run = agent
+        .submit("hello", SubmitOptions::default())
+        .await
+        .unwrap();
+    let invocation = run.invocation_id().to_owned();
+    run.result(Some(DEADLINE)).await.unwrap();
+    events
+        .until("agents", |v| {
+            v.as_array()
+                .is_some_and(|m| m.contains(&json!(agents_module)))
+        })
+        .await;
+    let (_, listed) = console
+        .get(&format!("/api/agents/{agents_module}/runs"))
+        .await;
+    assert_eq!(
+        listed["runs"][0]["invocation_id"],
+        invocation.as_str(),
+        "{listed}"
+    );
+    let (status, detail) = console
+        .get(&format!("/api/agents/{agents_module}/runs/{invocation}"))
+        .await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["row"]["ended"], true, "{detail}");
+    let (_, found) = console.get(&format!("/api/search?q={invocation}")).await;
+    assert_eq!(
+        found["hits"][0]["href"],
+        format!("/agents/{agents_module}/{invocation}"),
+        "{found}"
+    );
+    let (status, body) = console
+        .get(&format!("/api/agents/{agents_module}/runs/no-such-run"))
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (404, ErrorCode::InvocationNotFound.as_str()),
+        "{body}"
+    );
+
+    // Two chats: counted for that model on that replica, pushed to pages.
+    let model = chat_model(world, "acme.models", "echo").await;
+    for _ in 0..2 {
+        model.invoke([ChatMessage::human("hi")]).await.unwrap();
+    }
+    let counts = events
+        .until("chats", |v| {
+            v.as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["instance_id"] == replica.as_str() && c["total"] == 2)
+            })
+        })
+        .await;
+    let row = counts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["instance_id"] == replica.as_str())
+        .unwrap();
+    assert_eq!(
+        (
+            row["model"].clone(),
+            row["module_id"].clone(),
+            row["last_minute"].clone()
+        ),
+        (json!("echo"), json!("acme.models"), json!(2))
+    );
+    let (_, listed) = console.get("/api/agents").await;
+    assert!(
+        listed["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "echo" && a["module_id"] == agents_module)
+    );
+    assert!(
+        listed["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "echo")
+    );
+
+    stop_process(&mut agent_process).await;
+    console.stop().await;
+}
