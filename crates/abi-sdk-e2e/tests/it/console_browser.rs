@@ -72,10 +72,13 @@ impl Browser {
             .local_addr()
             .unwrap()
             .port();
+        // Its own process group: Chromium runs as chromedriver's child, and
+        // the whole group goes when the test ends, passed or not.
         let driver = Command::new(chromedriver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .expect("chromedriver starts");
@@ -167,9 +170,18 @@ impl Browser {
         std::fs::write(dir.join(name), png).unwrap();
     }
 
-    async fn close(mut self) {
-        self.client.close().await.unwrap();
-        let _ = self.driver.kill().await;
+    async fn close(self) {
+        self.client.clone().close().await.unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(pid) = self.driver.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+        }
     }
 }
 
