@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use abi_proto::app::v1 as pb;
 use abi_proto::common::v1 as common;
+use abi_sdk_core::routes::Routes;
 use abi_sdk_core::{BoundSigner, CallError, CallErrorKind, ModuleProxy};
 use abi_wire::ErrorCode;
 use abi_wire::apps as wire;
@@ -32,6 +33,7 @@ pub struct AppClient {
     timeout: Duration,
     user: (String, String),
     root_path: String,
+    routes: Arc<Routes>,
 }
 
 impl std::fmt::Debug for AppClient {
@@ -59,6 +61,7 @@ impl AppsExt for ModuleProxy {
             timeout: DEFAULT_APP_TIMEOUT,
             user: (String::new(), String::new()),
             root_path: String::new(),
+            routes: Arc::new(Routes::new()),
         }
     }
 }
@@ -186,9 +189,10 @@ impl AppClient {
         Ok(http::Response::from_parts(parts, first.chain(rest).boxed()))
     }
 
-    /// Sends `request` to the first instance that takes it. A body above
-    /// the inline limit is held once, here, for whichever instance takes the
-    /// request: an instance that refuses does so before it pulls any of it.
+    /// Sends `request` to the first instance that takes it, the instances
+    /// remembered for a second and taken in turn. A body above the inline
+    /// limit is held once, here, for whichever instance takes the request:
+    /// an instance that refuses does so before it pulls any of it.
     async fn send(
         &self,
         request: http::Request<impl Into<RequestBody>>,
@@ -200,7 +204,6 @@ impl AppClient {
             ));
         };
         let (parts, body) = request.into_parts();
-        let instances = self.instances().await?;
         let holding = stream::Ends::default();
         let tasks = tokio_util::task::TaskTracker::new();
         // Once answered, the host read the body (or never will).
@@ -218,14 +221,15 @@ impl AppClient {
                 SentBody::Held { inbox, size }
             }
         };
-        let mut last = None;
-        for instance_id in instances {
-            match self.exchange(&nats, &instance_id, &parts, &body).await {
-                Err(err) if retry_elsewhere(&err) => last = Some(err),
-                other => return other,
-            }
-        }
-        Err(last.unwrap_or_else(|| CallError::new(CallErrorKind::AppNotFound, self.name.clone())))
+        let (parts, body, nats) = (&parts, &body, &nats);
+        self.routes
+            .call(
+                || self.instances(),
+                |id| async move { self.exchange(nats, &id, parts, body).await },
+                retry_elsewhere,
+                || CallError::new(CallErrorKind::AppNotFound, self.name.clone()),
+            )
+            .await
     }
 
     async fn exchange(

@@ -10,9 +10,8 @@
 //! means the handler never ran, so sending again is safe.
 
 use abi_wire::ErrorCode;
-use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use abi_proto::common::v1 as common;
@@ -20,21 +19,17 @@ use abi_proto::model_registry::v1 as mpb;
 use abi_pyjson::Json;
 use abi_wire::models::{CHAT_KIND, MessageType, chat_subject};
 use prost::Message as _;
-use tokio::time::Instant;
 
 use super::codec::encode_json;
 use super::message::ChatMessage;
 use super::spec::ChatInput;
 use abi_sdk_core::ModuleProxy;
+use abi_sdk_core::routes::Routes;
 use abi_sdk_core::{BoundSigner, TokenSource};
 use abi_sdk_core::{CallError, CallErrorKind};
 
 /// How long one chat may take unless set otherwise.
 pub const DEFAULT_CHAT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How long the list of instances serving the model is reused; an instance
-/// that refuses a chat leaves it at once.
-const ROUTE_TTL: Duration = Duration::from_secs(1);
 
 /// A chat model served by a module: cheap to clone, clones share the
 /// round robin and the instance list.
@@ -54,23 +49,6 @@ impl std::fmt::Debug for ChatModel {
             .field("name", &self.name)
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
-    }
-}
-
-struct Routes {
-    next: AtomicUsize,
-    cached: Mutex<Option<(Instant, Vec<String>)>>,
-}
-
-impl Routes {
-    /// A round robin that starts at a random replica: callers built one
-    /// per request (or many processes started together) do not all send
-    /// their first chat to the lowest instance id.
-    fn new() -> Self {
-        Self {
-            next: AtomicUsize::new(rand::random::<u32>() as usize),
-            cached: Mutex::new(None),
-        }
     }
 }
 
@@ -170,33 +148,6 @@ impl ChatModel {
         Ok(ids)
     }
 
-    async fn routes(&self, fresh: bool) -> Result<Vec<String>, CallError> {
-        if !fresh {
-            let cached = self.lock_cache();
-            if let Some((at, ids)) = cached.as_ref()
-                && at.elapsed() < ROUTE_TTL
-                && !ids.is_empty()
-            {
-                return Ok(ids.clone());
-            }
-        }
-        let ids = self.instances().await?;
-        *self.lock_cache() = Some((Instant::now(), ids.clone()));
-        Ok(ids)
-    }
-
-    fn forget(&self, instance_id: &str) {
-        if let Some((_, ids)) = self.lock_cache().as_mut() {
-            ids.retain(|id| id != instance_id);
-        }
-    }
-
-    fn lock_cache(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Vec<String>)>> {
-        // A poisoned lock only means a thread panicked holding it; the
-        // cached list is still valid.
-        self.routes.cached.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     async fn send(&self, input: &ChatInput) -> Result<ChatMessage, CallError> {
         let Some(nats) = self.proxy.client().nats().cloned() else {
             return Err(CallError::new(
@@ -205,30 +156,17 @@ impl ChatModel {
             ));
         };
         let payload = self.encode(input)?;
-        let mut tried = HashSet::new();
-        let mut last = None;
-        // First over the remembered instances, then once over a fresh list.
-        for fresh in [false, true] {
-            let ids = self.routes(fresh).await?;
-            let start = self.routes.next.fetch_add(1, Ordering::Relaxed);
-            for k in 0..ids.len() {
-                let id = &ids[(start + k) % ids.len()];
-                if !tried.insert(id.clone()) {
-                    continue;
-                }
-                match self.exchange(&nats, id, payload.clone()).await {
-                    Err(err) if retry_elsewhere(&err) => {
-                        self.forget(id);
-                        last = Some(err);
-                    }
-                    other => return other,
-                }
-            }
-        }
-        Err(last.unwrap_or_else(|| {
-            CallError::new(CallErrorKind::ModelNotFound, self.name.clone())
-                .with_code(ErrorCode::ModelNotFound.as_str())
-        }))
+        self.routes
+            .call(
+                || self.instances(),
+                |id| self.exchange(&nats, id, payload.clone()),
+                retry_elsewhere,
+                || {
+                    CallError::new(CallErrorKind::ModelNotFound, self.name.clone())
+                        .with_code(ErrorCode::ModelNotFound.as_str())
+                },
+            )
+            .await
     }
 
     fn encode(&self, input: &ChatInput) -> Result<bytes::Bytes, CallError> {
@@ -274,11 +212,11 @@ impl ChatModel {
     async fn exchange(
         &self,
         nats: &async_nats::Client,
-        instance_id: &str,
+        instance_id: String,
         payload: bytes::Bytes,
     ) -> Result<ChatMessage, CallError> {
-        let subject = chat_subject(self.proxy.client().project(), instance_id, &self.name);
-        let token = (self.signer)(instance_id)?;
+        let subject = chat_subject(self.proxy.client().project(), &instance_id, &self.name);
+        let token = (self.signer)(&instance_id)?;
         let response: mpb::ChatResponse = abi_sdk_core::instance_call::call_instance(
             nats,
             &subject,

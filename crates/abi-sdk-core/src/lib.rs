@@ -58,6 +58,7 @@ pub mod ids;
 pub mod instance_call;
 pub mod job_spec;
 pub mod local;
+pub mod routes;
 mod runner;
 mod schedule;
 mod session;
