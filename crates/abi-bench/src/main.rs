@@ -11,6 +11,7 @@
 
 mod agents;
 mod apps;
+mod console;
 mod documents;
 mod jobs;
 mod measure;
@@ -93,6 +94,10 @@ pub enum Bench {
     /// raw request-reply floor, streamed downloads and uploads, and an
     /// overflowed document put, ours and the Python reference's.
     Apps(apps::Args),
+    /// The web console (`abictl console`) under 250 instances: its pages'
+    /// GETs, its event stream's update latency beside a raw KV watcher's,
+    /// its CPU per update and memory per stream.
+    Console(console::Args),
 }
 
 impl Args {
@@ -128,6 +133,7 @@ async fn main() -> anyhow::Result<()> {
         Some(Bench::Jobs(jobs)) => jobs::run(jobs).await?,
         Some(Bench::Agents(agents)) => agents::run(agents).await?,
         Some(Bench::Apps(apps)) => apps::run(apps).await?,
+        Some(Bench::Console(console)) => console::run(console).await?,
         None => runs::run_all(&args).await?,
     };
     println!("{table}");

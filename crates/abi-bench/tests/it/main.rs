@@ -9,6 +9,7 @@
 mod agents;
 mod apps;
 mod common;
+mod console;
 mod documents;
 mod jobs;
 mod quick;
