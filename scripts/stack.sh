@@ -3,13 +3,18 @@
 # example modules, and a two-module rollout v1 -> v2, with registry events
 # printed live (`abictl watch`) and a status table after each step.
 #
-# Usage: scripts/stack.sh [--duration SECS] [--bin-dir DIR] [--release]
+# Usage: scripts/stack.sh [--duration SECS] [--bin-dir DIR] [--release] [--traces]
 #   --duration SECS  after the demo, keep the stack up SECS seconds, then stop
 #                    (default: until Ctrl-C; 10 s when stdin is not a terminal)
 #   --bin-dir DIR    take abi-discovery, abictl and the examples from DIR
 #                    instead of building them (env ABI_STACK_BIN_DIR)
 #   --release        build optimized binaries (a longer first build, faster
 #                    binaries; target/release)
+#   --traces         every process exports its spans (OpenTelemetry, OTLP) to
+#                    `abictl traces`, a receiver printing each trace as a tree,
+#                    and the demo shows one: abictl invoke -> the dispatch agent
+#                    -> the digest workflow -> the consumer's shout job -> the
+#                    document service
 #
 # Needs Rust and Python 3; nats-server comes from ./scripts/setup.sh. Nothing
 # is left behind: modules get SIGTERM and drain, then abi-discovery, then
@@ -22,6 +27,7 @@ root=$PWD
 duration=""
 bin_dir="${ABI_STACK_BIN_DIR:-}"
 release=0
+traces=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration="${2:?--duration needs seconds}"; shift 2 ;;
@@ -29,7 +35,8 @@ while [ $# -gt 0 ]; do
     --bin-dir) bin_dir="${2:?--bin-dir needs a directory}"; shift 2 ;;
     --bin-dir=*) bin_dir="${1#*=}"; shift ;;
     --release) release=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --traces) traces=1; shift ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "stack: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +50,7 @@ esac
 
 project=demo
 lease_seconds=8
-steps=15
+steps=$((16 + traces))
 step_no=0
 step() { step_no=$((step_no + 1)); printf '\n==> [%d/%d] %s\n' "$step_no" "$steps" "$*"; }
 ok() { printf '    ok: %s\n' "$*"; }
@@ -199,6 +206,21 @@ for _ in $(seq 1 100); do
 done
 (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || fail "nats-server did not listen on $port"
 ok "nats-server listening"
+
+# --- 3b. traces (--traces) -----------------------------------------------------
+if [ "$traces" = 1 ]; then
+  spawn traces "$bin_dir/abictl" traces --listen "${ABI_STACK_TRACES_LISTEN:-127.0.0.1:0}"
+  otlp=""
+  for _ in $(seq 1 100); do
+    otlp=$(sed -n 's|.*(OTEL_EXPORTER_OTLP_ENDPOINT=\(http://[^)]*\)).*|\1|p' "$tmp/logs/traces.log" | head -1)
+    [ -n "$otlp" ] && break
+    sleep 0.1
+  done
+  [ -n "$otlp" ] || fail "abictl traces did not start"
+  # Every process started from here on exports its spans there.
+  export OTEL_EXPORTER_OTLP_ENDPOINT="$otlp"
+  ok "spans go to $otlp (abictl traces prints each trace as a tree)"
+fi
 
 # --- 4. abi-discovery -------------------------------------------------------
 step "abi-discovery (project $project, lease ${lease_seconds}s, secret in a 0600 temp file)"
@@ -406,6 +428,25 @@ done
 ok "v1 processes drained and exited 0"
 table
 ctl rollouts | sed 's/^/    /'
+
+# --- traces: one call chain as one trace ------------------------------------------
+if [ "$traces" = 1 ]; then
+  step "traces: abictl invoke -> agent dispatch -> workflow digest -> job shout -> documents, one trace"
+  OTEL_SERVICE_NAME=abictl ctl invoke demo-provider dispatch one traced call --no-stream \
+    >"$tmp/dispatch.txt" || fail "abictl invoke demo-provider dispatch failed"
+  ok "dispatch answered: $(tail -1 "$tmp/dispatch.txt")"
+  # The receiver prints a trace once no span of it came for a moment.
+  # The receiver prints a trace again, whole, when late spans of it come:
+  # the last print of the dispatch's trace.
+  chain() { awk -v RS='trace ' '/agent\/submit  abictl/ && /job shout/ {last = "trace " $0} END {printf "%s", last}' "$tmp/logs/traces.log"; }
+  for _ in $(seq 1 150); do
+    [ -n "$(chain)" ] && break
+    sleep 0.2
+  done
+  [ -n "$(chain)" ] || fail "the dispatch's trace did not reach the shout job"
+  chain | sed 's/^/    /' | head -60
+  ok "one trace from abictl through the agent, the workflow and the job to the document service"
+fi
 
 # --- up -----------------------------------------------------------------------
 printf '\n==> stack is up: NATS_URL=%s ABI_PROJECT=%s\n' "$NATS_URL" "$project"

@@ -215,6 +215,8 @@ pub fn with_jobs(spec: ModuleSpec) -> ModuleSpec {
 
 /// The echo agent's name.
 pub const ECHO_AGENT: &str = "echo";
+/// The agent that runs the digest workflow on its prompt's words.
+pub const DISPATCH_AGENT: &str = "dispatch";
 /// The echo chat model's name.
 pub const ECHO_MODEL: &str = "echo-chat";
 
@@ -244,10 +246,18 @@ pub fn with_agents_and_models(spec: ModuleSpec) -> ModuleSpec {
             },
         )
         .expect("one model of that name");
-    let agents = AgentHost::new().agent(
-        AgentSpec::new(ECHO_AGENT, "Says the prompt back"),
-        Arc::new(EchoAgent),
-    );
+    let agents = AgentHost::new()
+        .agent(
+            AgentSpec::new(ECHO_AGENT, "Says the prompt back"),
+            Arc::new(EchoAgent),
+        )
+        .agent(
+            AgentSpec::new(
+                DISPATCH_AGENT,
+                "Runs the digest workflow on the prompt's words",
+            ),
+            Arc::new(DispatchAgent::default()),
+        );
     // Models before agents: hosts close in this order, as the reference's.
     spec.serve(Arc::new(models)).serve(Arc::new(agents))
 }
@@ -302,6 +312,80 @@ impl AgentHandler for EchoAgent {
             .map(|w| Ok(AgentEvent::message(w.to_owned())))
             .collect();
         Some(Box::pin(futures::stream::iter(words)))
+    }
+}
+
+/// The dispatch agent: triggers the `digest` workflow with the prompt's
+/// words and answers its summary, so one `abictl invoke` goes through an
+/// agent, a workflow, the consumer's job and the document service (one
+/// trace, with `scripts/stack.sh --traces`). It calls as this module, from
+/// the module's own settings (`NATS_URL`, `ABI_PROJECT`, `ABI_MODULE_KEY`).
+#[derive(Default)]
+struct DispatchAgent {
+    digest: Arc<tokio::sync::OnceCell<abi_sdk::jobs::JobClient>>,
+}
+
+/// How long a dispatched digest may take.
+const DISPATCH_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The digest workflow's client, made once.
+async fn digest_client(
+    cell: &tokio::sync::OnceCell<abi_sdk::jobs::JobClient>,
+) -> Result<&abi_sdk::jobs::JobClient, abi_sdk::BoxError> {
+    cell.get_or_try_init(|| async {
+        let var = |name: &str| std::env::var(name).map_err(|_| format!("{name} is not set"));
+        // The module's own NATS settings (NATS_URL, credentials, TLS).
+        let settings = abi_process::NatsArgs::from_lookup(&|key| std::env::var(key).ok())
+            .validate()
+            .map_err(|errors| {
+                format!(
+                    "NATS settings: {}",
+                    errors.first().map(ToString::to_string).unwrap_or_default()
+                )
+            })?;
+        let nats = settings.connect("demo-provider dispatch").await?;
+        let token = abi_sdk::TokenSource::module_key(MODULE_ID, var("ABI_MODULE_KEY")?);
+        let client = abi_sdk::jobs::JobClient::new(
+            nats,
+            token,
+            var("ABI_PROJECT")?,
+            MODULE_ID,
+            DIGEST_WORKFLOW,
+        );
+        Ok::<_, abi_sdk::BoxError>(client)
+    })
+    .await
+}
+
+/// Runs the digest on `prompt`'s words: `<run id> <status>: <summary>`.
+async fn dispatch(
+    cell: &tokio::sync::OnceCell<abi_sdk::jobs::JobClient>,
+    prompt: String,
+) -> Result<String, abi_sdk::BoxError> {
+    let words: Vec<String> = prompt.split_whitespace().map(str::to_owned).collect();
+    let run = digest_client(cell)
+        .await?
+        .trigger(serde_json::json!({ "words": words }), None)
+        .await?;
+    let record = run.wait(DISPATCH_WAIT).await?;
+    let summary = record
+        .result
+        .as_ref()
+        .and_then(|r| r.get("summary"))
+        .and_then(|s| s.as_str())
+        .unwrap_or_default()
+        .to_owned();
+    Ok(format!("{} {}: {summary}", run.run_id(), record.status))
+}
+
+impl AgentHandler for DispatchAgent {
+    fn invoke(&self, prompt: String, _cx: InvocationContext) -> InvokeFuture {
+        let cell = self.digest.clone();
+        Box::pin(async move {
+            dispatch(&cell, prompt)
+                .await
+                .map_err(|e| abi_sdk::agents::HandlerError::new(e.to_string()))
+        })
     }
 }
 

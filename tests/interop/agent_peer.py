@@ -18,6 +18,8 @@
         {"op": "status", "id": i} -> {"status": ..., "result": ..., "error_code": ...}
         {"op": "cancel", "id": i} -> {"status": ...}
         {"op": "wait", "id": i} -> {"result": ...} | {"error": code}
+        With OTEL_EXPORTER_OTLP_ENDPOINT set, every action runs under one
+        root span, exported (the reference's telemetry) as <identity>.
 """
 
 import asyncio
@@ -102,8 +104,30 @@ async def call(url, key, identity, project, module, actions):
     from naas_abi_sdk.service_token import ModuleToken
     from naas_abi_sdk.transport import Transport
 
+    import contextlib
+
+    from naas_abi_sdk import telemetry
+
+    # With OTEL_EXPORTER_OTLP_ENDPOINT set: one root span around every
+    # action, exported as <identity>, flushed at the end.
+    root = contextlib.nullcontext()
+    flush = lambda: None  # noqa: E731
+    if telemetry.configure_from_env(identity):
+        from opentelemetry import trace
+
+        root = trace.get_tracer(telemetry.TRACER_NAME).start_as_current_span(f"{identity} calls")
+        flush = trace.get_tracer_provider().shutdown
     transport = Transport(url, ModuleToken(identity, key))
     proxy = ModuleProxy(DiscoveryClient(transport, project), module)
+    with root:
+        await run_actions(proxy, actions)
+    # Not drain: handles that were never read keep their updates inbox.
+    nc = await transport.connect()
+    await nc.close()
+    flush()
+
+
+async def run_actions(proxy, actions):
     agent = await proxy.get_agent("echo")
     for action in actions:
         op = action["op"]
@@ -141,9 +165,6 @@ async def call(url, key, identity, project, module, actions):
         except Exception as exc:  # the test reads the code
             out = {"error": error_code(exc)}
         print(json.dumps(out), flush=True)
-    # Not drain: handles that were never read keep their updates inbox.
-    nc = await transport.connect()
-    await nc.close()
 
 
 def main():

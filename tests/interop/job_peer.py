@@ -4,6 +4,8 @@
         Runs naas_abi_sdk's JobHost for the given jobs of <module>, keeping run
         records through the document service on the bus (namespace <module>);
         prints "ready" once every consumer exists, stops on SIGTERM/SIGINT.
+        With OTEL_EXPORTER_OTLP_ENDPOINT set it exports its spans (the
+        reference's telemetry) as service <module>, flushed at the stop.
         Every job runs one handler: it logs "payload <json>", then with
         {"block": true} waits until cancelled, with {"fail": "why"} raises,
         else returns {"echo": <payload>}. A <job> written
@@ -81,6 +83,18 @@ def declared(job):
     return name, (descriptor, workflow_handler(body, WorkflowSpec()))
 
 
+def traced(service):
+    """With OTEL_EXPORTER_OTLP_ENDPOINT set, the reference's tracing
+    (naas_abi_sdk.telemetry) exporting as `service`; returns what flushes it."""
+    from naas_abi_sdk import telemetry
+
+    if not telemetry.configure_from_env(service):
+        return lambda: None
+    from opentelemetry import trace
+
+    return trace.get_tracer_provider().shutdown
+
+
 async def serve(url, token, project, module, jobs):
     from naas_abi_sdk.document import DocumentClient
     from naas_abi_sdk.job_host import JobHost
@@ -106,10 +120,12 @@ async def serve(url, token, project, module, jobs):
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    flush = traced(module)
     print("ready", flush=True)
     await stop.wait()
     await host.close()
     await nc.drain()
+    flush()
 
 
 async def trigger(url, token, project, module, job, payload, key):

@@ -283,6 +283,16 @@ pub enum Command {
         #[arg(long)]
         allow_actions: bool,
     },
+    /// A small OTLP receiver (HTTP/protobuf) printing each trace as a tree:
+    /// point OTEL_EXPORTER_OTLP_ENDPOINT of every process at it.
+    Traces {
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1:4318")]
+        listen: std::net::SocketAddr,
+        /// Print every span as it arrives, one JSON object a line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Declared chat models per module, with the instances serving them and
     /// their statuses (from the registry).
     Models {

@@ -27,7 +27,11 @@ async fn main() -> ExitCode {
         return ExitCode::from(error::EXIT_USAGE);
     }
     let env = |key: &str| std::env::var(key).ok();
-    match commands::run(&cli, &env).await {
+    let outcome = commands::run(&cli, &env).await;
+    // The command's spans leave before the process does (nothing without
+    // OTEL_EXPORTER_OTLP_ENDPOINT).
+    abi_process::traces::flush_within(std::time::Duration::from_secs(2)).await;
+    match outcome {
         Ok(()) => ExitCode::from(error::EXIT_OK),
         Err(err) => {
             let failure = error::classify(&err, &cli.global.project);

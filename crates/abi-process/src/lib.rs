@@ -8,6 +8,10 @@
 //!   `NATS_TLS_REQUIRED`) and the connect deadline;
 //! - [`logs`]: the log subscriber: `ABI_LOG` (else `RUST_LOG`) filter,
 //!   `ABI_LOG_FORMAT=json` for log shippers, colours only on a terminal;
+//! - `traces` (feature `traces`, with `logs`): OpenTelemetry spans over
+//!   OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, W3C trace context in
+//!   NATS headers, named as the reference names them; `redaction` keeps
+//!   credentials out of them;
 //! - `shutdown` (feature `shutdown`): SIGTERM/SIGINT as a cancellation token;
 //! - [`secret`]: secrets that never show in `Debug`, read from files with an
 //!   error that says how to fix a permission problem.
@@ -17,9 +21,13 @@ pub mod logs;
 #[cfg(all(feature = "logs", feature = "shutdown"))]
 pub mod main_loop;
 pub mod nats;
+#[cfg(feature = "traces")]
+pub mod redaction;
 pub mod secret;
 #[cfg(feature = "shutdown")]
 pub mod shutdown;
+#[cfg(feature = "traces")]
+pub mod traces;
 
 pub use nats::{ConnectError, NatsArgs, NatsAuth, NatsSettings, NatsTls, SettingError};
 pub use secret::{Secret, SecretArgs, project_secret, read_secret_file};

@@ -13,6 +13,8 @@ use std::io::IsTerminal as _;
 
 use tracing_subscriber::EnvFilter;
 
+use crate::traces;
+
 /// The variable choosing the log format.
 pub const FORMAT_VAR: &str = "ABI_LOG_FORMAT";
 
@@ -54,26 +56,67 @@ pub fn colours_wanted() -> bool {
 
 /// Installs the process's log subscriber from the environment, with
 /// `default_filter` when neither `ABI_LOG` nor `RUST_LOG` is set (or valid).
-/// A second call (or another subscriber already installed) is ignored.
+/// When `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set, it
+/// also exports spans ([`crate::traces`]), named for `OTEL_SERVICE_NAME` or
+/// the executable; log lines inside a span then carry its `trace_id`. A
+/// second call (or another subscriber already installed) is ignored.
 ///
 /// # Errors
 ///
 /// [`LogFormatError`] when `ABI_LOG_FORMAT` is neither `text` nor `json`;
 /// nothing is installed then.
 pub fn init(default_filter: &str) -> Result<(), LogFormatError> {
-    let format = LogFormat::parse(std::env::var(FORMAT_VAR).ok().as_deref())?;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
+    let env = |key: &str| std::env::var(key).ok();
+    let format = LogFormat::parse(env(FORMAT_VAR).as_deref())?;
     let filter = EnvFilter::try_from_env("ABI_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // `try_init` fails only when a subscriber is already set: keep that one.
-    let _ = match format {
-        LogFormat::Text => builder.with_ansi(colours_wanted()).try_init(),
-        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    let exporting = traces::wanted(&env);
+    // The request spans exist for traces only: switched off (free) unless
+    // spans are exported, and kept whatever the log level when they are.
+    let level = if exporting { "debug" } else { "off" };
+    let filter = match format!("{}={level}", traces::TARGET).parse() {
+        Ok(directive) => filter.add_directive(directive),
+        Err(_) => filter,
     };
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = match format {
+        LogFormat::Text => fmt.with_ansi(colours_wanted()).boxed(),
+        LogFormat::Json => fmt.json().with_ansi(false).boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+    let mut refused = None;
+    let otel = if exporting {
+        let service = traces::service_name(&env, &executable_name());
+        match traces::layer(&service) {
+            Ok(layer) => Some(layer),
+            Err(error) => {
+                refused = Some(error);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    // `try_init` fails only when a subscriber is already set: keep that one.
+    let _ = registry.with(otel).try_init();
+    if let Some(error) = refused {
+        tracing::warn!(error = %crate::error_chain(&error), "traces are not exported");
+    }
     Ok(())
+}
+
+/// The running executable's name (`abi-documents`), for spans without
+/// `OTEL_SERVICE_NAME`.
+fn executable_name() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "abi".to_owned())
 }
 
 #[cfg(test)]

@@ -9,6 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::SettingError;
 
+/// How long the last spans may take to leave at exit.
+const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Exit status of a bad configuration (as clap's own usage errors).
 pub const EXIT_BAD_CONFIG: u8 = 2;
 
@@ -48,7 +51,10 @@ where
             return ExitCode::FAILURE;
         }
     };
-    match run(valid, root).await {
+    let outcome = run(valid, root).await;
+    // Spans of the last requests leave before the process does.
+    crate::traces::flush_within(FLUSH_LIMIT).await;
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // One line with the causes, no backtrace: this is for an operator.

@@ -6,8 +6,10 @@
 
 use std::time::Duration;
 
+use abi_wire::ErrorCode;
 use async_nats::{HeaderMap, RequestErrorKind};
 use bytes::Bytes;
+use tracing::Instrument as _;
 
 use crate::error::{CallError, CallErrorKind};
 
@@ -31,30 +33,41 @@ pub async fn call_instance<Resp: prost::Message + Default>(
 ) -> Result<Resp, CallError> {
     let mut headers = HeaderMap::new();
     headers.insert(abi_wire::AUTH_HEADER, token);
+    let span = abi_process::traces::client_span(subject, payload.len(), &mut headers);
     let request = async_nats::Request::new()
         .headers(headers)
         .payload(payload)
         .timeout(Some(timeout));
-    let reply = match tokio::time::timeout(timeout, nats.send_request(subject.to_owned(), request))
-        .await
-    {
+    let sent = nats
+        .send_request(subject.to_owned(), request)
+        .instrument(span.clone());
+    let reply = match tokio::time::timeout(timeout, sent).await {
         Ok(Ok(reply)) => reply,
         Ok(Err(e)) => {
-            let kind = match e.kind() {
-                RequestErrorKind::NoResponders => CallErrorKind::NoResponders,
-                RequestErrorKind::TimedOut => CallErrorKind::TimedOut,
-                RequestErrorKind::MaxPayloadExceeded => CallErrorKind::PayloadTooLarge,
-                _ => CallErrorKind::Transport,
+            let (kind, code) = match e.kind() {
+                RequestErrorKind::NoResponders => {
+                    (CallErrorKind::NoResponders, ErrorCode::Unavailable)
+                }
+                RequestErrorKind::TimedOut => {
+                    (CallErrorKind::TimedOut, ErrorCode::DeadlineExceeded)
+                }
+                RequestErrorKind::MaxPayloadExceeded => {
+                    (CallErrorKind::PayloadTooLarge, ErrorCode::PayloadTooLarge)
+                }
+                _ => (CallErrorKind::Transport, ErrorCode::Unavailable),
             };
+            abi_process::traces::record_error(&span, code.as_str(), &e.to_string());
             return Err(CallError::new(kind, format!("request to {subject} failed")).with_source(e));
         }
         Err(_) => {
+            abi_process::traces::record_error(&span, ErrorCode::DeadlineExceeded.as_str(), "");
             return Err(CallError::new(
                 CallErrorKind::TimedOut,
                 format!("no reply on {subject} before the deadline"),
             ));
         }
     };
+    abi_process::traces::record_reply(&span, reply.payload.len());
     Resp::decode(reply.payload.as_ref()).map_err(|e| {
         CallError::new(
             CallErrorKind::Decode,

@@ -69,6 +69,8 @@ mod token;
 mod transport;
 pub mod watch;
 
+/// Trace context and spans (`abi_process::traces`), for the host crates.
+pub use abi_process::traces;
 pub use client::proxy::{Found, ModuleProxy, Modules};
 pub use client::{AgentMatch, DEFAULT_REQUEST_TIMEOUT, DiscoveryClient, MAX_PAGE, Page};
 pub use config::{

@@ -15,13 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use abi_overflow::{Caller, TransferError, frame};
+use abi_process::traces;
 use abi_proto::common::v1 as common;
 use abi_wire::overflow;
 use async_nats::{HeaderMap, RequestErrorKind};
 use bytes::Bytes;
 use prost::Message;
 use tokio::time::Instant;
-use tracing::debug;
+use tracing::{Instrument as _, debug};
 
 use crate::error::{CallError, CallErrorKind};
 use crate::ids;
@@ -112,9 +113,49 @@ impl Transport {
         let token = self.token.token()?;
         let payload = Bytes::from(payload);
         let started = Instant::now();
+        // A CLIENT span per call, its context carried on in the headers
+        // (disabled, and free, when traces are not exported).
+        let span = traces::message_span(traces::Kind::Client, subject, None);
+        let answer = self
+            .exchange_in(subject, token, payload, local, started, &span)
+            .instrument(span.clone())
+            .await;
+        match &answer {
+            Ok(reply) => traces::record_reply(&span, reply.len()),
+            Err(err) => traces::record_error(&span, trace_code(err), &err.to_string()),
+        }
+        let reply = answer?;
+        let response = Resp::decode(reply.as_ref()).map_err(|e| {
+            CallError::new(
+                CallErrorKind::Decode,
+                format!("malformed reply on {subject}"),
+            )
+            .with_source(e)
+        })?;
+        if let Some(error) = response.call_error() {
+            traces::record_error(&span, &error.code, &error.message);
+            return Err(CallError::new(
+                CallErrorKind::from_code(&error.code),
+                error.message.clone(),
+            )
+            .with_code(error.code.clone()));
+        }
+        Ok(response)
+    }
+
+    /// The reply's bytes, over the link this transport has.
+    async fn exchange_in(
+        &self,
+        subject: &str,
+        token: String,
+        payload: Bytes,
+        local: Option<(&str, &'static str)>,
+        started: Instant,
+        span: &tracing::Span,
+    ) -> Result<Bytes, CallError> {
         let reply = match (&self.link, local) {
             (Link::Nats(client), _) => {
-                self.send_nats(client, subject, &token, payload, started)
+                self.send_nats(client, subject, &token, payload, started, span)
                     .await?
             }
             (Link::Local(service), Some((project, operation))) => {
@@ -129,22 +170,7 @@ impl Transport {
             }
         };
         debug!(subject = %subject, elapsed_ms = started.elapsed().as_millis() as u64, "call answered");
-
-        let response = Resp::decode(reply.as_ref()).map_err(|e| {
-            CallError::new(
-                CallErrorKind::Decode,
-                format!("malformed reply on {subject}"),
-            )
-            .with_source(e)
-        })?;
-        if let Some(error) = response.call_error() {
-            return Err(CallError::new(
-                CallErrorKind::from_code(&error.code),
-                error.message.clone(),
-            )
-            .with_code(error.code.clone()));
-        }
-        Ok(response)
+        Ok(reply)
     }
 
     /// A fresh call envelope: a trace id and the deadline.
@@ -168,9 +194,12 @@ impl Transport {
         token: &str,
         payload: Bytes,
         started: Instant,
+        span: &tracing::Span,
     ) -> Result<Bytes, CallError> {
         let mut headers = HeaderMap::new();
         headers.insert(abi_auth::AUTH_HEADER, token);
+        traces::inject(span, &mut headers);
+        span.record(abi_wire::trace::attribute::BODY_SIZE, payload.len());
         // The chunk exchanges carry the token only (built when a message
         // overflows); the call says it can read a parked reply, as the
         // reference's clients all do.
@@ -326,4 +355,15 @@ fn timed_out(subject: &str) -> CallError {
         CallErrorKind::TimedOut,
         format!("no reply on {subject} before the deadline"),
     )
+}
+
+/// The wire code a failed call is recorded with on its span: the service's
+/// own, or the one its kind stands for when nothing answered.
+fn trace_code(err: &CallError) -> &str {
+    err.code().unwrap_or(match err.kind() {
+        CallErrorKind::TimedOut => abi_wire::ErrorCode::DeadlineExceeded.as_str(),
+        CallErrorKind::PayloadTooLarge => abi_wire::ErrorCode::PayloadTooLarge.as_str(),
+        CallErrorKind::Decode | CallErrorKind::Token => abi_wire::ErrorCode::Internal.as_str(),
+        _ => abi_wire::ErrorCode::Unavailable.as_str(),
+    })
 }

@@ -37,6 +37,7 @@ pub mod overflow;
 pub mod rpc;
 pub mod run_status;
 pub mod status;
+pub mod trace;
 pub mod workflows;
 
 pub use auth::AUTH_HEADER;

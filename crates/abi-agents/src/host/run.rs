@@ -17,6 +17,7 @@ use abi_wire::agents::{self as wire, is_terminal};
 use futures::StreamExt as _;
 use prost::Message as _;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 use tracing::{debug, error, warn};
 
 use super::{Shared, writes};
@@ -243,11 +244,14 @@ pub(crate) fn spawn(shared: &Arc<Shared>, run: Arc<Run>, start: Start) {
             }
         });
     }
+    // The run continues the submit's trace (the reference's "agent <name>
+    // run" span, under the submit's SERVER span).
+    let span = abi_sdk_core::traces::internal_span(&format!("agent {} run", run.name));
     let (s, r) = (shared.clone(), run);
     shared
         .stopping
         .work()
-        .spawn(async move { execute(&s, &r, body).await });
+        .spawn(async move { execute(&s, &r, body).await }.instrument(span));
 }
 
 async fn watch_progress(shared: &Shared, run: &Run) {

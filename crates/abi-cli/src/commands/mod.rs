@@ -23,6 +23,7 @@ mod runs;
 mod schedules;
 pub mod serve_apps;
 mod steps;
+mod traces;
 mod tree;
 mod wait;
 mod watch;
@@ -133,6 +134,7 @@ pub async fn run(cli: &Cli, env: Env<'_>) -> anyhow::Result<()> {
         Command::Models { module } => models::run(cx, module.as_deref()).await,
         Command::Apps { module } => apps::run(cx, module.as_deref()).await,
         Command::ServeApps { listen, major } => serve_apps::run(cx, *listen, *major).await,
+        Command::Traces { listen, json } => traces::run(cx, *listen, *json).await,
         Command::Console {
             listen,
             allow_actions,

@@ -21,6 +21,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use bytes::Bytes;
+use tracing::Instrument as _;
 
 use super::Ctx;
 use crate::connect;
@@ -112,6 +113,21 @@ async fn call(
     };
     parts.uri = uri;
     parts.headers.remove(header::HOST);
+    // The browser's (or the proxy's) trace goes on into the app: a SERVER
+    // span continuing the HTTP `traceparent`, under which the call's CLIENT
+    // span puts its own in the NATS headers.
+    let mut carried = async_nats::HeaderMap::new();
+    for name in abi_wire::trace::HEADERS {
+        if let Some(value) = parts.headers.get(name).and_then(|v| v.to_str().ok()) {
+            carried.insert(name, value);
+        }
+    }
+    let span = abi_process::traces::server_span(
+        abi_process::traces::Kind::Server,
+        &mount(module, app),
+        Some(&format!("{} {}", parts.method, mount(module, app))),
+        Some(&carried),
+    );
     let client = gateway
         .client
         .module(module, gateway.major)
@@ -121,6 +137,7 @@ async fn call(
     // Streamed as it comes: server-sent events and long downloads too.
     match client
         .call_streaming(http::Request::from_parts(parts, body))
+        .instrument(span)
         .await
     {
         Ok(response) => {

@@ -257,7 +257,14 @@ async fn dispatch<B: Backend>(
         return;
     };
     let ctx = ctx.clone();
-    let span = tracing::debug_span!("discovery_request", op = op.as_str());
+    // The reference's SERVER span `discovery/<operation>`, continuing the
+    // caller's trace (disabled when traces are not exported).
+    let span = abi_process::traces::server_span(
+        abi_process::traces::Kind::Server,
+        &msg.subject,
+        None,
+        msg.headers.as_ref(),
+    );
     tracker.spawn(
         async move {
             let _permit = permit;
@@ -273,6 +280,11 @@ async fn dispatch<B: Backend>(
             ctx.stats.record(op, started.elapsed(), error);
             if let Some(error) = &reply.error {
                 tracing::debug!(code = %error.code, "request refused");
+                abi_process::traces::record_error(
+                    &tracing::Span::current(),
+                    &error.code,
+                    &error.message,
+                );
             }
             match tokio::time::timeout(
                 ctx.timeout,

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument as _;
 
 use abi_document_model::DocumentStore;
 use abi_overflow::{OverflowHost, frame};
@@ -195,10 +196,21 @@ async fn request_loop<S: DocumentStore>(
                 // client's buffer: the concurrency limit is backpressure.
                 let Ok(permit) = permits.clone().acquire_owned().await else { break };
                 let worker = worker.clone();
-                tracker.spawn(async move {
-                    worker.answer(operation, request).await;
-                    drop(permit);
-                });
+                // The reference's SERVER span `document/<operation>`,
+                // continuing the caller's trace.
+                let span = abi_process::traces::server_span(
+                    abi_process::traces::Kind::Server,
+                    &request.message.subject,
+                    None,
+                    request.message.headers.as_ref(),
+                );
+                tracker.spawn(
+                    async move {
+                        worker.answer(operation, request).await;
+                        drop(permit);
+                    }
+                    .instrument(span),
+                );
             }
         }
     }
@@ -241,6 +253,7 @@ impl<S: DocumentStore> Worker<S> {
         }
         if let Some(code) = answer.code {
             reply_headers.insert(ERROR_CODE_HEADER, code.as_str());
+            abi_process::traces::record_error(&tracing::Span::current(), code.as_str(), "");
         }
         // Through the micro service, so `$SRV.STATS` counts it as the
         // reference's `request.respond` does (a refusal is an answer with

@@ -9,6 +9,7 @@ pub mod run;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use abi_proto::discovery::v1 as pb;
 use abi_wire::ErrorCode;
@@ -415,6 +416,11 @@ impl JobClient {
             );
         }
         headers.insert(async_nats::header::NATS_EXPECTED_STREAM, stream.as_str());
+        // The run continues this trace: its host reads `traceparent` off the
+        // stored trigger (before the claim-check threshold, as the
+        // reference counts it).
+        let span =
+            abi_sdk_core::traces::client_span(&inner.subjects.trigger(), body.len(), &mut headers);
         let max = inner.nats.server_info().max_payload;
         let mut js = async_nats::jetstream::new(inner.nats.clone());
         js.set_timeout(inner.trigger_timeout);
@@ -446,7 +452,8 @@ impl JobClient {
         }
         self.ensure_consumer(&js).await;
         let subject = inner.subjects.trigger();
-        let sent = async { js.publish_with_headers(subject, headers, body).await?.await };
+        let sent =
+            async { js.publish_with_headers(subject, headers, body).await?.await }.instrument(span);
         let ack = tokio::time::timeout(inner.trigger_timeout, sent)
             .await
             .map_err(|_| {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use abi_document_model::{Data, Datetime, Document, Value};
 use abi_wire::jobs::{self as wire, Ack, RunStatus, field};
 use async_nats::jetstream::Message;
-use tracing::{debug, error, info, warn};
+use tracing::{Instrument as _, debug, error, info, warn};
 
 use super::ack::reply;
 use super::machine::{self, Decision, Facts};
@@ -129,8 +129,42 @@ pub(super) async fn handle(shared: &Arc<Shared>, job: &Arc<Job>, msg: Message) {
 }
 
 /// Handles a trigger to its end; `msg` without a reply is a retry this
-/// host re-drives (`retry.rs`): nothing to acknowledge.
+/// host re-drives (`retry.rs`): nothing to acknowledge. Inside the
+/// reference's CONSUMER span `job <name>`, continuing the trace of the
+/// message that triggered the run.
 pub(super) async fn handle_at(
+    shared: &Arc<Shared>,
+    job: &Arc<Job>,
+    msg: Message,
+    meta: Meta,
+    prior: Prior,
+) {
+    use abi_sdk_core::traces::{self, Kind};
+    let name = format!("job {}", job.spec.name());
+    let span = traces::server_span(
+        Kind::Consumer,
+        &msg.subject,
+        Some(&name),
+        msg.headers.as_ref(),
+    );
+    traces::set_attribute(&span, "abi.module.id", shared.links.module_id.clone());
+    traces::set_attribute(&span, "abi.job.name", job.spec.name().to_owned());
+    traces::set_attribute(
+        &span,
+        "abi.job.run_id",
+        wire::run_id(job.spec.name(), meta.sequence),
+    );
+    traces::set_attribute(
+        &span,
+        "abi.job.delivery",
+        i64::try_from(meta.delivered).unwrap_or(i64::MAX),
+    );
+    handle_traced(shared, job, msg, meta, prior)
+        .instrument(span)
+        .await;
+}
+
+async fn handle_traced(
     shared: &Arc<Shared>,
     job: &Arc<Job>,
     msg: Message,

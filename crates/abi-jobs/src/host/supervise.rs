@@ -49,7 +49,11 @@ pub(super) async fn supervise(
     run_id: &str,
     fence: &mut Fence,
 ) -> Outcome {
-    let mut work = tokio::spawn(job.handler.call(cx.clone()));
+    // The handler runs in its own task, inside the run's span (what it
+    // calls continues the run's trace).
+    let mut work = tokio::spawn(tracing::Instrument::in_current_span(
+        job.handler.call(cx.clone()),
+    ));
     let beat = shared.options.heartbeat_interval;
     let mut ticker = tokio::time::interval_at(Instant::now() + beat, beat);
     let far = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 use tracing::{debug, warn};
 
 /// What handles (or refuses) one request; it replies itself.
@@ -236,11 +237,23 @@ impl RequestLoop {
                 Err(_) => return,
             },
         };
-        let request = (route.handle)(msg);
-        self.calls.spawn(async move {
-            request.await;
-            drop(ticket);
-        });
+        // A SERVER span per request, continuing the caller's trace; what
+        // the handler calls (documents, another module) nests under it, and
+        // so does work it starts in this span (an agent's run).
+        let span = abi_process::traces::server_span(
+            abi_process::traces::Kind::Server,
+            &msg.subject,
+            None,
+            msg.headers.as_ref(),
+        );
+        let request = span.in_scope(|| (route.handle)(msg));
+        self.calls.spawn(
+            async move {
+                request.await;
+                drop(ticket);
+            }
+            .instrument(span),
+        );
     }
 
     fn lock_readers(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {

@@ -137,6 +137,10 @@ impl<M: Module> Lifecycle<'_, M> {
             }
         }
         drop(self.watch.take());
+        // The module's last spans leave with what is left of the budget.
+        if let Some(limit) = budget.step() {
+            crate::traces::flush_within(limit).await;
+        }
         if let Some(nats) = &self.nats {
             match (self.online(), budget.step()) {
                 (_, None) => warn!("NATS flush skipped: the shutdown budget is spent"),

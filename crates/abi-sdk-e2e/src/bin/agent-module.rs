@@ -3,7 +3,9 @@
 //! Configured by the SDK's own variables (`NATS_URL`, `ABI_PROJECT`,
 //! `ABI_MODULE_KEY`, ...) plus `E2E_ID` (module id), `E2E_TAG` (answers are
 //! `<tag>:<prompt>`) and `E2E_UPKEEP_MS` (the host's upkeep interval).
-//! Prompt `block` waits until cancelled; `sleep:<ms>` answers `<tag>:slept`.
+//! Prompt `block` waits until cancelled; `sleep:<ms>` answers `<tag>:slept`;
+//! `relay` triggers the job `E2E_RELAY` names (`<module>/<job>`), waits for
+//! its end and answers `relayed:<status>` (a call chain for the trace tests).
 //!
 //! Prints `EVENT run <invocation_id>` when a handler starts. Exit code 0
 //! after a clean stop, 1 otherwise.
@@ -37,6 +39,11 @@ async fn main() {
             if prompt == "block" {
                 cx.cancelled.cancelled().await;
             }
+            if prompt == "relay" {
+                return relay()
+                    .await
+                    .map_err(|e| abi_sdk::agents::HandlerError::new(e.to_string()));
+            }
             if let Some(ms) = prompt.strip_prefix("sleep:").and_then(|m| m.parse().ok()) {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 return Ok(format!("{tag}:slept"));
@@ -66,4 +73,22 @@ async fn main() {
             std::process::exit(1);
         }
     }
+}
+
+/// Triggers the job `E2E_RELAY` names and waits for its end.
+async fn relay() -> Result<String, abi_sdk::BoxError> {
+    let target = std::env::var("E2E_RELAY")?;
+    let (module, job) = target
+        .split_once('/')
+        .ok_or("E2E_RELAY is <module>/<job>")?;
+    let id = std::env::var("E2E_ID")?;
+    let nats = async_nats::connect(std::env::var("NATS_URL")?).await?;
+    let token = abi_sdk::TokenSource::module_key(id, std::env::var("ABI_MODULE_KEY")?);
+    let project = std::env::var("ABI_PROJECT")?;
+    let client = abi_sdk::jobs::JobClient::new(nats, token, project, module, job);
+    let run = client
+        .trigger(serde_json::json!({"from": "relay"}), None)
+        .await?;
+    let record = run.wait(Duration::from_secs(30)).await?;
+    Ok(format!("relayed:{}", record.status))
 }

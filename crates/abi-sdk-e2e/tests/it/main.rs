@@ -51,6 +51,7 @@ mod models_spread;
 mod rollout;
 mod runner_order;
 mod shutdown_budget;
+mod traces;
 mod workflows_calls;
 mod workflows_crash;
 mod workflows_steps;
