@@ -18,6 +18,11 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 
+/// mimalloc rather than glibc's malloc, as our other binaries: the console
+/// and the app gateway serve requests for as long as they run.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = cli::Cli::parse();

@@ -30,6 +30,9 @@ const EXPIRY_CHECK: Duration = Duration::from_secs(1);
 /// How long to wait before watching again when the bucket is missing or
 /// the watch ended.
 const REWATCH: Duration = Duration::from_secs(1);
+/// A view whose only news are renewals is pushed this often, so the leases
+/// pages count down stay near the truth without a push per renewal.
+const LEASE_REFRESH: Duration = Duration::from_secs(5);
 /// Run and agent notices are gathered this long before they are pushed:
 /// a busy job sends one event per window, not one per run.
 const NOTICE_WINDOW: Duration = Duration::from_millis(250);
@@ -185,16 +188,27 @@ fn to_json<T: Serialize>(value: &T) -> Arc<str> {
         .into()
 }
 
-/// What changes a page: the revision, and each instance's status (leases
-/// and ages move every second; pages count those down themselves).
-fn fingerprint(view: &ModulesView) -> (u64, Vec<(String, String)>) {
-    let instances = view
-        .modules
+/// What a page shows that a renewal does not change: the view without its
+/// revision, time of reading, leases left and ages (pages count those down
+/// themselves, and get them afresh every [`LEASE_REFRESH`]).
+fn stable(view: &ModulesView) -> ModulesView {
+    let mut stable = view.clone();
+    stable.revision = 0;
+    stable.read_at = 0.0;
+    for instance in stable.modules.iter_mut().flat_map(|m| &mut m.instances) {
+        instance.lease_left_secs = 0.0;
+        instance.up_secs = 0.0;
+    }
+    stable
+}
+
+/// Whether a lease in `state` ran out by `now` (the view drops it).
+fn any_expired(state: &pb::RegistryState, now: f64) -> bool {
+    state
+        .records
         .iter()
-        .flat_map(|m| &m.instances)
-        .map(|i| (i.instance_id.clone(), i.status.clone()))
-        .collect();
-    (view.revision, instances)
+        .filter_map(|r| r.instance.as_ref())
+        .any(|i| i.expires_at <= now)
 }
 
 /// Follows the registry key until `stop`: each write, and each second in
@@ -208,16 +222,25 @@ async fn follow_registry(
 ) {
     let bucket = registry_bucket(&project);
     let mut stored = (pb::RegistryState::default(), 0u64);
-    let mut shown = None;
-    let mut publish = |state: &pb::RegistryState, revision: u64, force: bool| {
+    let mut shown: Option<ModulesView> = None;
+    let mut pushed_at = Instant::now();
+    // Builds the view; pushes it when what it shows changed, and otherwise
+    // (renewals only) at most every LEASE_REFRESH. Between writes (`on_tick`)
+    // the view changes only when a lease ran out, or for that refresh.
+    let mut publish = |state: &pb::RegistryState, revision: u64, on_tick: bool| {
         let now = now_epoch();
-        let live = abi_registry::view(state, now);
-        let view = ModulesView::build(&live, revision, now);
-        let print = fingerprint(&view);
-        if !force && shown.as_ref() == Some(&print) {
+        if on_tick && !any_expired(state, now) && pushed_at.elapsed() < LEASE_REFRESH {
             return;
         }
-        shown = Some(print);
+        let live = abi_registry::view(state, now);
+        let view = ModulesView::build(&live, revision, now);
+        let steady = stable(&view);
+        let changed = shown.as_ref() != Some(&steady);
+        if !changed && pushed_at.elapsed() < LEASE_REFRESH {
+            return;
+        }
+        shown = Some(steady);
+        pushed_at = Instant::now();
         let json = to_json(&view);
         let _ = events.send(Event {
             kind: EventKind::Modules,
@@ -225,7 +248,7 @@ async fn follow_registry(
         });
         registry.send_replace(Arc::new(Registry { live, view, json }));
     };
-    publish(&stored.0, 0, true);
+    publish(&stored.0, 0, false);
     while !stop.is_cancelled() {
         let watch = match js.get_key_value(bucket.clone()).await {
             Ok(store) => store.watch_with_history(REGISTRY_KEY).await.ok(),
@@ -244,7 +267,7 @@ async fn follow_registry(
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                _ = tick.tick() => publish(&stored.0, stored.1, false),
+                _ = tick.tick() => publish(&stored.0, stored.1, true),
                 entry = watch.next() => {
                     let Some(Ok(entry)) = entry else { break };
                     match pb::RegistryState::decode(entry.value.as_ref()) {
@@ -509,6 +532,43 @@ impl ChatCounts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::modules::{InstanceRow, ModuleRow};
+
+    #[test]
+    fn a_renewal_is_no_news_and_a_status_change_is() {
+        let view = |revision: u64, lease: f64, status: &str| ModulesView {
+            revision,
+            read_at: revision as f64,
+            modules: vec![ModuleRow {
+                module_id: "m".into(),
+                instances: vec![InstanceRow {
+                    instance_id: "i".into(),
+                    status: status.into(),
+                    lease_left_secs: lease,
+                    up_secs: lease * 2.0,
+                    ..InstanceRow::default()
+                }],
+                ..ModuleRow::default()
+            }],
+            ..ModulesView::default()
+        };
+        let ready = abi_wire::status::READY;
+        assert_eq!(stable(&view(1, 20.0, ready)), stable(&view(2, 19.0, ready)));
+        assert_ne!(
+            stable(&view(1, 20.0, ready)),
+            stable(&view(2, 20.0, abi_wire::status::DRAINING))
+        );
+        let mut state = pb::RegistryState::default();
+        state.records.push(pb::RegistryRecord {
+            instance: Some(pb::Instance {
+                expires_at: 10.0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert!(!any_expired(&state, 9.0));
+        assert!(any_expired(&state, 10.0));
+    }
 
     #[test]
     fn chats_are_counted_per_model_and_replica_over_their_windows() {

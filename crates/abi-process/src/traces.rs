@@ -65,14 +65,16 @@ pub fn service_name(env: &dyn Fn(&str) -> Option<String>, default: &str) -> Stri
         .unwrap_or_else(|| default.to_owned())
 }
 
-/// Builds the exporting provider, installs it and the W3C propagator as
-/// the process's own, and returns the layer that turns [`TARGET`] spans
-/// into OpenTelemetry spans.
+/// Builds the exporting provider from the standard variables, installs it
+/// and the W3C propagator as the process's own, and returns the layer that
+/// turns [`TARGET`] spans into OpenTelemetry spans: what `logs::init` adds
+/// to its subscriber, for a program that installs a subscriber of its own.
+/// Call it from inside a Tokio runtime.
 ///
 /// # Errors
 ///
 /// [`TracesError`]: no runtime, or the exporter's settings are wrong.
-pub(crate) fn layer<S>(
+pub fn layer<S>(
     service: &str,
 ) -> Result<
     tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>,

@@ -246,29 +246,61 @@ pub struct Unmet {
     pub edge: Edge,
 }
 
+/// What a view's instances offer each other: the graph and the READY
+/// (module, major) pairs, built once, so the unmet dependencies of every
+/// instance of a view cost one pass, not one per instance.
+#[derive(Debug, Clone, Default)]
+pub struct Dependencies {
+    nodes: BTreeMap<String, Node>,
+    ready: BTreeSet<(String, u32)>,
+}
+
+impl Dependencies {
+    /// What `instances` offer.
+    pub fn of<'a>(instances: impl IntoIterator<Item = &'a pb::Instance> + Clone) -> Self {
+        Self {
+            nodes: graph(instances.clone()),
+            ready: instances
+                .into_iter()
+                .filter(|i| i.status == READY)
+                .map(|i| (module_of(i).to_owned(), major_of(i)))
+                .collect(),
+        }
+    }
+
+    /// The graph of the instances.
+    pub fn nodes(&self) -> &BTreeMap<String, Node> {
+        &self.nodes
+    }
+
+    /// The dependencies of `instance` no READY instance meets, in
+    /// declaration order.
+    pub fn unmet(&self, instance: &pb::Instance) -> Vec<Unmet> {
+        instance
+            .descriptor
+            .iter()
+            .flat_map(|d| &d.dependencies)
+            .filter(|d| {
+                !self
+                    .ready
+                    .contains(&(d.module_id.clone(), d.contract_major))
+            })
+            .map(|d| Unmet {
+                module_id: d.module_id.clone(),
+                contract_major: d.contract_major,
+                edge: Edge::to(&self.nodes, &d.module_id, d.contract_major),
+            })
+            .collect()
+    }
+}
+
 /// The dependencies of `instance` that no READY instance of `instances`
-/// meets, in declaration order.
+/// meets, in declaration order (one instance: [`Dependencies`] for many).
 pub fn unmet<'a>(
     instance: &pb::Instance,
     instances: impl IntoIterator<Item = &'a pb::Instance> + Clone,
 ) -> Vec<Unmet> {
-    let nodes = graph(instances.clone());
-    let ready: BTreeSet<(&str, u32)> = instances
-        .into_iter()
-        .filter(|i| i.status == READY)
-        .map(|i| (module_of(i), major_of(i)))
-        .collect();
-    instance
-        .descriptor
-        .iter()
-        .flat_map(|d| &d.dependencies)
-        .filter(|d| !ready.contains(&(d.module_id.as_str(), d.contract_major)))
-        .map(|d| Unmet {
-            module_id: d.module_id.clone(),
-            contract_major: d.contract_major,
-            edge: Edge::to(&nodes, &d.module_id, d.contract_major),
-        })
-        .collect()
+    Dependencies::of(instances).unmet(instance)
 }
 
 #[cfg(test)]

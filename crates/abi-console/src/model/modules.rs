@@ -128,24 +128,25 @@ impl ModulesView {
             .filter_map(|r| r.instance.as_ref().map(|i| (r, i)))
             .collect();
         let instances: Vec<&pb::Instance> = records.iter().map(|(_, i)| *i).collect();
-        let nodes = overview::graph(instances.iter().copied());
+        let dependencies = overview::Dependencies::of(instances.iter().copied());
+        let nodes = dependencies.nodes();
         let generations = overview::generations(live);
         let mut modules = Vec::with_capacity(nodes.len());
         let mut edges = Vec::new();
-        for (module_id, node) in &nodes {
+        for (module_id, node) in nodes {
             for (to, major) in &node.deps {
                 edges.push(EdgeRow {
                     from: module_id.clone(),
                     to: to.clone(),
                     contract_major: *major,
-                    state: Edge::to(&nodes, to, *major).label().to_owned(),
+                    state: Edge::to(nodes, to, *major).label().to_owned(),
                 });
             }
             let g = generations.get(module_id).cloned().unwrap_or_default();
             let mut rows: Vec<InstanceRow> = records
                 .iter()
                 .filter(|(_, i)| overview::module_of(i) == module_id.as_str())
-                .map(|(r, i)| instance_row(r, i, instances.iter().copied(), now))
+                .map(|(r, i)| instance_row(r, i, &dependencies, now))
                 .collect();
             // Serving first, then staged, then draining; by rollout and id within.
             rows.sort_by(|a, b| {
@@ -193,15 +194,16 @@ impl ModulesView {
     }
 }
 
-fn instance_row<'a>(
+fn instance_row(
     record: &pb::RegistryRecord,
     instance: &pb::Instance,
-    all: impl IntoIterator<Item = &'a pb::Instance> + Clone,
+    dependencies: &overview::Dependencies,
     now: f64,
 ) -> InstanceRow {
     let descriptor = instance.descriptor.clone().unwrap_or_default();
     let unmet = if record.initialized {
-        overview::unmet(instance, all)
+        dependencies
+            .unmet(instance)
             .into_iter()
             .map(|u| UnmetRow {
                 module_id: u.module_id,
