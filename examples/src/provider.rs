@@ -447,7 +447,10 @@ mod tests {
     fn the_agent_and_model_declarations_are_valid() {
         let spec = super::with_agents_and_models(super::spec("1.0.0"));
         let names: Vec<_> = spec.descriptor().agents.iter().map(|a| &a.name).collect();
-        assert_eq!(names, ["summarizer", super::ECHO_AGENT, super::DISPATCH_AGENT]);
+        assert_eq!(
+            names,
+            ["summarizer", super::ECHO_AGENT, super::DISPATCH_AGENT]
+        );
         assert_eq!(spec.descriptor().models[0].name, super::ECHO_MODEL);
         assert_eq!(spec.descriptor().models[0].kind, "chat");
     }

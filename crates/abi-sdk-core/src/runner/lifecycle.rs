@@ -107,6 +107,10 @@ pub(super) enum Ended {
     Run(Result<(), BoxError>),
     /// A stop request: a signal or the caller's token.
     Stop,
+    /// `run` returned because a stop request had begun (it waits on
+    /// `stopping`, which a stop cancels before the stop token itself reads
+    /// cancelled): the module drains all the same, `run` already over.
+    StopAfterRun(Result<(), BoxError>),
     /// Discovery answered DRAINING (a newer generation serves).
     Drain,
     Session(SessionError),
@@ -161,6 +165,15 @@ impl<M: Module> Lifecycle<'_, M> {
                 self.drain(DrainReason::Stop, run).await;
                 Ok(())
             }
+            Ended::StopAfterRun(result) => {
+                if let Err(err) = result {
+                    warn!(error = %err, "run failed as the module began to stop");
+                }
+                // `run` is over: nothing of it is polled again.
+                self.drain(DrainReason::Stop, std::pin::pin!(std::future::pending()))
+                    .await;
+                Ok(())
+            }
             Ended::Drain => {
                 self.drain(DrainReason::Requested, run).await;
                 Ok(())
@@ -206,7 +219,15 @@ impl<M: Module> Lifecycle<'_, M> {
             () = self.stop.cancelled() => Ended::Stop,
             () = drain_requested.cancelled() => Ended::Drain,
             () = self.lost.cancelled() => Ended::Lost,
-            result = run.as_mut() => Ended::Run(result),
+            // A stop cancels `stopping` (a child of the stop token) before
+            // the stop token reads cancelled, and another worker may poll
+            // this in between: `run`, waiting on `stopping`, returns first.
+            // That is still a stop, and the work in flight must drain.
+            result = run.as_mut() => if self.stopping.is_cancelled() {
+                Ended::StopAfterRun(result)
+            } else {
+                Ended::Run(result)
+            },
             err = session_failed(&mut self.session) => Ended::Session(err),
             result = &mut gate => match result {
                 Err(err) => Ended::Gate(err),
