@@ -227,8 +227,8 @@ impl Edge {
     /// `MISSING`, `INCOMPATIBLE` or the best status.
     pub fn label(&self) -> &str {
         match self {
-            Self::Missing => "MISSING",
-            Self::Incompatible => "INCOMPATIBLE",
+            Self::Missing => abi_wire::status::edge::MISSING,
+            Self::Incompatible => abi_wire::status::edge::INCOMPATIBLE,
             Self::Live(status) => status,
         }
     }
@@ -412,7 +412,7 @@ mod tests {
             ]
         );
         assert!(self::unmet(&instances[1], &instances).is_empty());
-        assert_eq!(Edge::Missing.label(), "MISSING");
+        assert_eq!(Edge::Missing.label(), abi_wire::status::edge::MISSING);
         assert_eq!(Edge::Live(READY.into()).label(), READY);
     }
 

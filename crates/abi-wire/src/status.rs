@@ -15,6 +15,16 @@ pub const DRAINING: &str = "DRAINING";
 /// Every status, in lifecycle order.
 pub const ALL: [&str; 5] = [STARTING, STAGED, DEGRADED, READY, DRAINING];
 
+/// What the tools (`abictl tree`, the console) show for a dependency edge
+/// that no live instance serves: never computed by discovery, never sent
+/// by a module.
+pub mod edge {
+    /// No live instance of the module needed.
+    pub const MISSING: &str = "MISSING";
+    /// The module lives, but not at the contract major needed.
+    pub const INCOMPATIBLE: &str = "INCOMPATIBLE";
+}
+
 /// The statuses a module's SDK reports of itself beside the wire ones
 /// (never in the registry): what a caller of `Context::status` sees.
 pub mod local {

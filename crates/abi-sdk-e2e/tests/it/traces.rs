@@ -137,6 +137,30 @@ fn find<'a>(trace: &'a [Value], service: &str, kind: &str, name: &str) -> Vec<&'
         .collect()
 }
 
+/// Whether `trace` holds a span of `service`, `kind` and `name`.
+fn holds(spans: &[Value], trace: &str, service: &str, kind: &str, name: &str) -> bool {
+    spans.iter().any(|s| {
+        field(s, "trace_id") == trace
+            && field(s, "service") == service
+            && field(s, "kind") == kind
+            && field(s, "name") == name
+    })
+}
+
+/// Runs `command` (a caller), checks it answered `relayed:SUCCEEDED`.
+async fn relayed(command: &mut Command) {
+    let out = tokio::time::timeout(DEADLINE, command.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        answer.contains("relayed:SUCCEEDED"),
+        "{answer}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The trace id of the first span `service` exported named `name`.
 fn trace_of(spans: &[Value], service: &str, kind: &str, name: &str) -> Option<String> {
     spans
@@ -251,7 +275,8 @@ async fn a_python_caller_our_agent_host_and_documents_and_a_python_job_host_shar
     // The reference's caller, under a root span of its own.
     let key = abi_auth::module_key(SECRET, "py.caller").unwrap();
     let actions = r#"[{"op": "invoke", "prompt": "relay", "timeout": 60}]"#;
-    let out = Command::new(python())
+    let mut caller = Command::new(python());
+    caller
         .arg(workspace_root().join("tests/interop/agent_peer.py"))
         .args([
             "call",
@@ -262,29 +287,16 @@ async fn a_python_caller_our_agent_host_and_documents_and_a_python_job_host_shar
             AGENTS,
             actions,
         ])
-        .envs(receiver.env("py.caller"))
-        .output();
-    let out = tokio::time::timeout(DEADLINE, out).await.unwrap().unwrap();
-    let answer = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        answer.contains("relayed:SUCCEEDED"),
-        "{answer}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .envs(receiver.env("py.caller"));
+    relayed(&mut caller).await;
 
     // Whole once the Python job host's record writes reached our document
     // service under the run's consumer span.
     let trace = receiver
         .until(|spans| {
             let trace = trace_of(spans, "py.caller", "internal", "py.caller calls")?;
-            let mine = |service: &str, kind: &str, name: &str| {
-                spans.iter().any(|s| {
-                    field(s, "trace_id") == trace
-                        && field(s, "service") == service
-                        && field(s, "kind") == kind
-                        && field(s, "name") == name
-                })
-            };
+            let mine =
+                |service: &str, kind: &str, name: &str| holds(spans, &trace, service, kind, name);
             (mine("rs-agents", "server", "agent/submit")
                 && mine("py.jobs", "consumer", "job echo")
                 && mine("abi-documents", "server", "document/put")
@@ -358,32 +370,20 @@ async fn abictl_our_agent_host_job_host_and_documents_share_one_trace() {
 
     let abictl = binary("abi-cli", "abictl");
     let env: HashMap<String, String> = world.module_env("caller").into_iter().collect();
-    let out = Command::new(abictl)
+    let mut caller = Command::new(abictl);
+    caller
         .args(["invoke", AGENTS, "echo", "relay", "--as", "caller"])
         .env("NATS_URL", world.nats.url())
         .env("ABI_PROJECT", &world.project)
         .env("ABI_MODULE_KEY", &env["ABI_MODULE_KEY"])
-        .envs(receiver.env("abictl"))
-        .output();
-    let out = tokio::time::timeout(DEADLINE, out).await.unwrap().unwrap();
-    let answer = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        answer.contains("relayed:SUCCEEDED"),
-        "{answer}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .envs(receiver.env("abictl"));
+    relayed(&mut caller).await;
 
     let trace = receiver
         .until(|spans| {
             let trace = trace_of(spans, "abictl", "client", "agent/submit")?;
-            let mine = |service: &str, kind: &str, name: &str| {
-                spans.iter().any(|s| {
-                    field(s, "trace_id") == trace
-                        && field(s, "service") == service
-                        && field(s, "kind") == kind
-                        && field(s, "name") == name
-                })
-            };
+            let mine =
+                |service: &str, kind: &str, name: &str| holds(spans, &trace, service, kind, name);
             (mine("rs-agents", "server", "agent/submit")
                 && mine("rs-jobs", "consumer", "job ingest")
                 && spans.iter().any(|s| {
