@@ -9,6 +9,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         root.join("abi/common/v1/common.proto"),
         root.join("abi/discovery/v1/discovery.proto"),
         root.join("abi/document/v1/document.proto"),
+        root.join("abi/document/v1/batch.proto"),
         root.join("abi/agent/v1/agent.proto"),
         root.join("abi/model_registry/v1/model_registry.proto"),
         root.join("abi/transfer/v1/transfer.proto"),

@@ -25,5 +25,5 @@ pub use datetime::Datetime;
 pub use error::DocumentError;
 pub use query::{Document, FindQuery, OrderBy, Page, Predicate};
 pub use spec::{CollectionSpec, FieldSpec};
-pub use store::DocumentStore;
+pub use store::{BatchFailure, DocumentStore, Write};
 pub use value::{Data, Value};

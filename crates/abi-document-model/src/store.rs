@@ -9,6 +9,48 @@ use std::future::Future;
 
 use crate::{CollectionSpec, Data, Document, DocumentError, FindQuery, Page, Predicate};
 
+/// One write of a [`DocumentStore::batch`], with the arguments of the single
+/// operation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// A [`DocumentStore::put`].
+    Put {
+        /// The namespace.
+        namespace: String,
+        /// The collection.
+        collection: String,
+        /// The document id.
+        id: String,
+        /// The document.
+        data: Data,
+        /// The expected version.
+        if_version: Option<i64>,
+    },
+    /// A [`DocumentStore::delete`].
+    Delete {
+        /// The namespace.
+        namespace: String,
+        /// The collection.
+        collection: String,
+        /// The document id.
+        id: String,
+        /// The expected version.
+        if_version: Option<i64>,
+    },
+}
+
+/// Why a batch wrote nothing: the write refused, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("batch refused: {error}")]
+pub struct BatchFailure {
+    /// The position of the refused write; `None` when the batch failed as
+    /// a whole (storage, a closed store).
+    pub index: Option<usize>,
+    /// Its refusal, as the single operation would answer it.
+    #[source]
+    pub error: DocumentError,
+}
+
 /// A document storage backend.
 ///
 /// One document is the unit of atomicity. `put` replaces the whole document:
@@ -84,6 +126,14 @@ pub trait DocumentStore: Send + Sync + 'static {
         collection: &str,
         query: FindQuery,
     ) -> impl Future<Output = Result<Page, DocumentError>> + Send;
+
+    /// Performs `writes` in order as one transaction: all are stored, or,
+    /// when one is refused, none. Answers per write what the single
+    /// operation answers (the document a put wrote, `None` for a delete).
+    fn batch(
+        &self,
+        writes: Vec<Write>,
+    ) -> impl Future<Output = Result<Vec<Option<Document>>, BatchFailure>> + Send;
 
     /// How many documents match.
     fn count(

@@ -94,14 +94,15 @@ impl Transport {
     }
 
     /// Sends an encoded request to `subject` and decodes its `Resp` reply,
-    /// refusals as typed errors. `local` names the project and operation for
-    /// an in-process service; without it (a service other than discovery),
-    /// an in-process link has nobody to send to.
+    /// a refusal left in it (for replies that say more beside it). `local`
+    /// names the project and operation for an in-process service; without it
+    /// (a service other than discovery), an in-process link has nobody to
+    /// send to.
     ///
     /// # Cancel safety
     ///
     /// Cancelling drops the request; a mutation may still have been applied.
-    pub(crate) async fn exchange<Resp>(
+    pub(crate) async fn exchange_reply<Resp>(
         &self,
         subject: &str,
         payload: Vec<u8>,
@@ -134,11 +135,27 @@ impl Transport {
         })?;
         if let Some(error) = response.call_error() {
             traces::record_error(&span, &error.code, &error.message);
-            return Err(CallError::new(
-                CallErrorKind::from_code(&error.code),
-                error.message.clone(),
-            )
-            .with_code(error.code.clone()));
+        }
+        Ok(response)
+    }
+
+    /// [`Self::exchange_reply`], a refusal in the reply being a typed error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancelling drops the request; a mutation may still have been applied.
+    pub(crate) async fn exchange<Resp>(
+        &self,
+        subject: &str,
+        payload: Vec<u8>,
+        local: Option<(&str, &'static str)>,
+    ) -> Result<Resp, CallError>
+    where
+        Resp: Message + Default + Reply,
+    {
+        let response: Resp = self.exchange_reply(subject, payload, local).await?;
+        if let Some(error) = response.call_error() {
+            return Err(refusal(error));
         }
         Ok(response)
     }
@@ -366,4 +383,10 @@ fn trace_code(err: &CallError) -> &str {
         CallErrorKind::Decode | CallErrorKind::Token => abi_wire::ErrorCode::Internal.as_str(),
         _ => abi_wire::ErrorCode::Unavailable.as_str(),
     })
+}
+
+/// A refusal carried in a reply, as a typed error.
+pub(crate) fn refusal(error: &abi_proto::common::v1::CallError) -> CallError {
+    CallError::new(CallErrorKind::from_code(&error.code), error.message.clone())
+        .with_code(error.code.clone())
 }

@@ -54,7 +54,14 @@ pub enum Operation {
     Count,
     /// List every namespace (platform identities only).
     Namespaces,
+    /// Several puts and deletes in one transaction: this runtime's
+    /// extension, served by our document service only (not in [`Self::ALL`],
+    /// the reference's endpoints).
+    Batch,
 }
+
+/// The most writes one batch may hold.
+pub const MAX_BATCH_WRITES: usize = 64;
 
 impl Operation {
     /// Every operation, in the reference's endpoint order.
@@ -71,6 +78,18 @@ impl Operation {
         Operation::Namespaces,
     ];
 
+    /// What our document service serves: the reference's endpoints and its
+    /// extensions.
+    pub const SERVED: [Operation; 11] = {
+        let mut served = [Operation::Batch; 11];
+        let mut i = 0;
+        while i < Self::ALL.len() {
+            served[i] = Self::ALL[i];
+            i += 1;
+        }
+        served
+    };
+
     /// The endpoint name and last subject token, e.g. `ensure_collection`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -84,12 +103,13 @@ impl Operation {
             Operation::Find => "find",
             Operation::Count => "count",
             Operation::Namespaces => "namespaces",
+            Operation::Batch => "batch",
         }
     }
 
     /// The operation a subject token names.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|op| op.as_str() == name)
+        Self::SERVED.into_iter().find(|op| op.as_str() == name)
     }
 
     /// Whether the operation reads or writes across namespaces, so only
@@ -107,6 +127,7 @@ impl Operation {
                 | Operation::DropCollection
                 | Operation::Put
                 | Operation::Delete
+                | Operation::Batch
         )
     }
 }
@@ -150,6 +171,7 @@ document_rpc! {
     FindRequest => FindResponse, Find;
     CountRequest => CountResponse, Count;
     NamespacesRequest => NamespacesResponse, Namespaces;
+    BatchRequest => BatchResponse, Batch;
 }
 
 #[cfg(test)]
@@ -163,9 +185,10 @@ mod tests {
             operation(Operation::EnsureCollection),
             "abi.svc.document.v1.ensure_collection"
         );
-        for op in Operation::ALL {
+        for op in Operation::SERVED {
             assert_eq!(Operation::from_name(op.as_str()), Some(op));
         }
+        assert_eq!(&Operation::SERVED[..10], &Operation::ALL[..]);
         assert!(Operation::Namespaces.is_admin());
         assert!(!Operation::Find.is_admin());
     }
@@ -183,8 +206,9 @@ mod tests {
             <pb::FindRequest as DocumentRpc>::OPERATION,
             <pb::CountRequest as DocumentRpc>::OPERATION,
             <pb::NamespacesRequest as DocumentRpc>::OPERATION,
+            <pb::BatchRequest as DocumentRpc>::OPERATION,
         ];
-        for op in Operation::ALL {
+        for op in Operation::SERVED {
             assert_eq!(bound.iter().filter(|b| **b == op).count(), 1, "{op:?}");
         }
     }

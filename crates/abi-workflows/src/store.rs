@@ -1,16 +1,24 @@
 //! The step journal's I/O: reads and compare-and-swap writes of one run's
 //! summaries and results in the module's documents, each document built by
-//! [`crate::journal`]. A result is put before the summary that points at it.
+//! [`crate::journal`]. A result is put before the summary that points at it,
+//! or, where our document service serves batches, with it in one
+//! transaction (the same two documents, one request).
 
 use abi_document_model::validate::MAX_PAGE_SIZE;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use abi_document_model::{CollectionSpec, Data, Document, FieldSpec, FindQuery, Predicate};
+use abi_sdk_core::documents::BatchWrite;
 use abi_sdk_core::{CallError, CallErrorKind, DocumentClient};
 use abi_wire::workflows::{self as wire, StepKind, field};
 
 use crate::journal::{Child, Finish, Journal, timeline};
+
+/// The largest result JSON journaled in one batch with its summary (its
+/// reply stays far below the broker's default payload limit; larger ones
+/// are written one by one).
+const BATCHED_RESULT_BYTES: usize = 32 * 1024;
 
 /// Every step summary run `run_id` journaled in `documents`' namespace (the
 /// module that hosts the run), in the order they started (the reference's
@@ -340,9 +348,67 @@ impl StepStore {
         if let Some(json) = end.result_json.filter(|_| end.claim_check.is_none()) {
             let id = wire::step_id(&self.run_id, key);
             let result = self.journal().result(key, json);
+            if json.len() <= BATCHED_RESULT_BYTES
+                && let Some(done) = self.finish_batched(key, &result, end, now).await?
+            {
+                return Ok(done);
+            }
             self.documents.put(&self.results, &id, result, None).await?;
         }
         self.update(key, |j, prior| j.finish(prior, key, end, now))
             .await
+    }
+
+    /// [`Self::finish`]'s result and summary in one batch, the summary on
+    /// the version this attempt knows; `None` when that is not possible
+    /// here (no batches served, or the summary moved: nothing was stored,
+    /// the caller writes them one by one).
+    async fn finish_batched(
+        &self,
+        key: &str,
+        result: &Data,
+        end: &Finish<'_>,
+        now: &str,
+    ) -> Result<Option<Data>, CallError> {
+        let id = wire::step_id(&self.run_id, key);
+        let (version, stored) = self.stored(key).await?;
+        let prior = self.journal().prior((version > 0).then_some(&stored));
+        let data = self.journal().finish(&prior, key, end, now);
+        let batch = vec![
+            BatchWrite::Put {
+                collection: self.results.clone(),
+                id: id.clone(),
+                data: result.clone(),
+                if_version: None,
+            },
+            BatchWrite::Put {
+                collection: self.steps.clone(),
+                id,
+                data: data.clone(),
+                if_version: Some(version),
+            },
+        ];
+        match self.documents.batch(batch).await {
+            Ok(written) => {
+                let Some(Some(summary)) = written.get(1) else {
+                    return Err(CallError::new(
+                        CallErrorKind::Decode,
+                        "a batch answered no summary",
+                    ));
+                };
+                self.known()
+                    .summaries
+                    .insert(key.to_owned(), (summary.version, data.clone()));
+                Ok(Some(data))
+            }
+            Err(e) if e.unsupported() || e.refused(1, CallErrorKind::VersionConflict) => Ok(None),
+            Err(e) => {
+                // Unknown whether it was applied: read before the next write.
+                let mut known = self.known();
+                known.summaries.remove(key);
+                known.complete = false;
+                Err(e.error)
+            }
+        }
     }
 }

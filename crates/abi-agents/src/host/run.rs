@@ -24,6 +24,13 @@ use super::{Shared, writes};
 use crate::handler::{AgentEvent, InvocationContext};
 use crate::record::{self, Update};
 use abi_sdk_core::CallError;
+use abi_sdk_core::documents::BatchWrite;
+
+/// The largest result an invoke stores in one batch with its outcome: the
+/// text goes in twice (its message event and the result), and the batch
+/// stays well under the broker's default payload limit (larger ones are
+/// written one document per request, as before).
+const BATCHED_RESULT_BYTES: usize = 32 * 1024;
 
 /// The runs executing in this process.
 #[derive(Default)]
@@ -110,6 +117,8 @@ pub(crate) struct Run {
     abort: CancellationToken,
     /// Cancelled when the run ended: the timers stop.
     ended: CancellationToken,
+    /// Set when the claim was released with the run's outcome (one batch).
+    claim_released: std::sync::atomic::AtomicBool,
 }
 
 impl Run {
@@ -133,6 +142,7 @@ impl Run {
             cancel_reason: Mutex::new(None),
             abort: CancellationToken::new(),
             ended: CancellationToken::new(),
+            claim_released: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -325,7 +335,11 @@ async fn execute(shared: &Shared, run: &Run, body: Body) {
             false
         }
     };
+    let released = run
+        .claim_released
+        .load(std::sync::atomic::Ordering::Acquire);
     if completed
+        && !released
         && let Err(err) = shared
             .documents()
             .delete(
@@ -429,29 +443,138 @@ async fn save(shared: &Shared, run: &Run, update: Update<'_>) -> Result<(), Stop
     Ok(())
 }
 
-/// Stores `text` in 8192-byte fragments at `sequence`, create-only; returns
-/// how many.
-async fn store_output(shared: &Shared, run: &Run, sequence: u64, text: &str) -> Result<i64, Stop> {
+/// The 8192-byte fragments of `text` at `sequence`: ids and documents.
+fn fragments(run: &Run, sequence: u64, text: &str) -> Vec<(String, Data)> {
     let bytes = text.as_bytes();
     let chunks: Vec<&[u8]> = if bytes.is_empty() {
         vec![&[][..]]
     } else {
         bytes.chunks(wire::PART_BYTES).collect()
     };
-    for (part, chunk) in chunks.iter().enumerate() {
-        let data = record::fragment(chunk);
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(part, chunk)| {
+            (
+                wire::part_id(&run.key, sequence, part as u64),
+                record::fragment(chunk),
+            )
+        })
+        .collect()
+}
+
+/// Stores `text` in 8192-byte fragments at `sequence`, create-only; returns
+/// how many.
+async fn store_output(shared: &Shared, run: &Run, sequence: u64, text: &str) -> Result<i64, Stop> {
+    let fragments = fragments(run, sequence, text);
+    let count = fragments.len() as i64;
+    for (id, data) in fragments {
         shared
             .documents()
-            .put(
-                &shared.collections.events,
-                &wire::part_id(&run.key, sequence, part as u64),
-                data,
-                Some(0),
-            )
+            .put(&shared.collections.events, &id, data, Some(0))
             .await?;
         run.touch();
     }
-    Ok(chunks.len() as i64)
+    Ok(count)
+}
+
+/// The event documents of `event` at `sequence` (fragments, then manifest)
+/// as create-only batch writes, added to `writes`; returns its parts.
+fn event_writes(
+    shared: &Shared,
+    run: &Run,
+    sequence: u64,
+    event: &AgentEvent,
+    writes: &mut Vec<BatchWrite>,
+) -> Result<i64, Stop> {
+    if event.event.chars().count() > wire::MAX_EVENT_NAME_CHARS {
+        return Err(Stop::Failed(ErrorCode::InvalidStream.as_str().into()));
+    }
+    let parts = output_writes(shared, run, sequence, &event.data, writes);
+    writes.push(create(
+        shared,
+        wire::manifest_id(&run.key, sequence),
+        record::manifest(&event.event, parts, event.chat_source),
+    ));
+    Ok(parts)
+}
+
+/// The fragments of `text` at `sequence` as create-only batch writes, added
+/// to `writes`; returns how many.
+fn output_writes(
+    shared: &Shared,
+    run: &Run,
+    sequence: u64,
+    text: &str,
+    writes: &mut Vec<BatchWrite>,
+) -> i64 {
+    let fragments = fragments(run, sequence, text);
+    let count = fragments.len() as i64;
+    writes.extend(
+        fragments
+            .into_iter()
+            .map(|(id, data)| create(shared, id, data)),
+    );
+    count
+}
+
+fn create(shared: &Shared, id: String, data: Data) -> BatchWrite {
+    BatchWrite::Put {
+        collection: shared.collections.events.clone(),
+        id,
+        data,
+        if_version: Some(0),
+    }
+}
+
+/// An invoke's end in one batch, where our document service serves them:
+/// both events, the result, the record `SUCCEEDED` past both events and the
+/// claim's release, all or nothing. False when batches are not served
+/// here (nothing was written).
+async fn invoke_batched(shared: &Shared, run: &Run, result: &str) -> Result<bool, Stop> {
+    let message = AgentEvent::message(result.to_owned());
+    let done = AgentEvent::new(wire::DONE_EVENT, wire::DONE_DATA);
+    let mut stored = run.record.lock().await;
+    let last = u64::try_from(record::int(&stored.data, field::LAST_SEQUENCE)).unwrap_or(0);
+    let mut immutable = Vec::new();
+    let message_parts = event_writes(shared, run, last + 1, &message, &mut immutable)?;
+    let done_parts = event_writes(shared, run, last + 2, &done, &mut immutable)?;
+    let result_parts = output_writes(shared, run, 0, &message.data, &mut immutable);
+    let succeeded = Update::Succeeded {
+        result_parts,
+        last_sequence: Some((last + 2) as i64),
+    };
+    // The checks `save` makes before its write.
+    if run.context.cancelled.is_cancelled() {
+        return Err(Stop::Cancelled);
+    }
+    let mut candidate = stored.data.clone();
+    succeeded.apply(&mut candidate, record::now);
+    if record::json_size(&candidate) > wire::MAX_RECORD_BYTES {
+        return Err(Stop::Failed(ErrorCode::OutputLimit.as_str().into()));
+    }
+    let ended = writes::end_with(
+        shared,
+        immutable,
+        (&run.key, candidate.clone(), stored.version),
+        (&run.claim_key, run.claim_version),
+    )
+    .await;
+    match ended {
+        Ok(doc) => {
+            stored.data = candidate;
+            stored.version = doc.version;
+        }
+        Err(e) if e.unsupported() => return Ok(false),
+        Err(e) => return Err(e.error.into()),
+    }
+    drop(stored);
+    run.claim_released
+        .store(true, std::sync::atomic::Ordering::Release);
+    run.touch();
+    push_event(shared, run, last + 1, &message, message_parts).await;
+    push_event(shared, run, last + 2, &done, done_parts).await;
+    Ok(true)
 }
 
 /// An invoke's end: its message and done events and its result, then one
@@ -465,6 +588,9 @@ async fn store_output(shared: &Shared, run: &Run, sequence: u64, text: &str) -> 
 async fn invoke_committed(shared: &Shared, run: &Run, result: String) -> Result<(), Stop> {
     if run.context.cancelled.is_cancelled() {
         return Err(Stop::Cancelled);
+    }
+    if result.len() <= BATCHED_RESULT_BYTES && invoke_batched(shared, run, &result).await? {
+        return Ok(());
     }
     let last = {
         let stored = run.record.lock().await;
@@ -516,20 +642,23 @@ async fn event_documents(
     sequence: u64,
     event: &AgentEvent,
 ) -> Result<i64, Stop> {
-    if event.event.chars().count() > wire::MAX_EVENT_NAME_CHARS {
-        return Err(Stop::Failed(ErrorCode::InvalidStream.as_str().into()));
+    let mut writes = Vec::new();
+    let parts = event_writes(shared, run, sequence, event, &mut writes)?;
+    for write in writes {
+        if let BatchWrite::Put {
+            collection,
+            id,
+            data,
+            if_version,
+        } = write
+        {
+            shared
+                .documents()
+                .put(&collection, &id, data, if_version)
+                .await?;
+            run.touch();
+        }
     }
-    let parts = store_output(shared, run, sequence, &event.data).await?;
-    let manifest = record::manifest(&event.event, parts, event.chat_source);
-    shared
-        .documents()
-        .put(
-            &shared.collections.events,
-            &wire::manifest_id(&run.key, sequence),
-            manifest,
-            Some(0),
-        )
-        .await?;
     Ok(parts)
 }
 

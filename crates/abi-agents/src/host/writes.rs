@@ -4,8 +4,16 @@
 //! anyone else writes it only to settle a run whose owner is gone,
 //! compare-and-swap on the version read and only while the run is not
 //! finished. No other code puts to the runs collection.
+//!
+//! Where our document service serves batches, a submit creates its record
+//! and its conversation claim in one transaction, and an invoke's end
+//! stores its events, its result, its record's outcome and the claim's
+//! release in another: two requests where one per document took nine. The
+//! documents stored are the ones written one by one (a mixed fleet reads
+//! them alike); only the record's intermediate versions are skipped.
 
 use abi_document_model::{Data, Document};
+use abi_sdk_core::documents::{BatchError, BatchWrite};
 use abi_wire::ErrorCode;
 use abi_wire::agents::is_terminal;
 
@@ -33,6 +41,79 @@ pub(super) async fn owner_write(
         .documents()
         .put(&shared.collections.runs, key, data, Some(written))
         .await
+}
+
+/// The owner's first write and the conversation's claim, both create-only
+/// in one batch: the record written `RUNNING` at once. Answers the record
+/// and the claim as stored. A refusal of either stores neither.
+pub(super) async fn create_claimed(
+    shared: &Shared,
+    key: &str,
+    running: Data,
+    (claim_key, claim): (&str, Data),
+) -> Result<(Document, Document), BatchError> {
+    let stored = shared
+        .documents()
+        .batch(vec![
+            BatchWrite::Put {
+                collection: shared.collections.runs.clone(),
+                id: key.to_owned(),
+                data: running,
+                if_version: Some(0),
+            },
+            BatchWrite::Put {
+                collection: shared.collections.claims.clone(),
+                id: claim_key.to_owned(),
+                data: claim,
+                if_version: Some(0),
+            },
+        ])
+        .await?;
+    match <[Option<Document>; 2]>::try_from(stored) {
+        Ok([Some(record), Some(claim)]) => Ok((record, claim)),
+        _ => Err(BatchError {
+            failed: None,
+            error: CallError::new(
+                abi_sdk_core::CallErrorKind::Decode,
+                "a batch of two puts answered otherwise",
+            ),
+        }),
+    }
+}
+
+/// An ending in one batch: `immutable` (create-only event documents), then
+/// the owner's write of `data` on version `written`, then the release of
+/// the claim (`claim_key` at `claim_version`). Answers the record as stored.
+pub(super) async fn end_with(
+    shared: &Shared,
+    immutable: Vec<BatchWrite>,
+    (key, data, written): (&str, Data, i64),
+    (claim_key, claim_version): (&str, i64),
+) -> Result<Document, BatchError> {
+    let mut writes = immutable;
+    let record_at = writes.len();
+    writes.push(BatchWrite::Put {
+        collection: shared.collections.runs.clone(),
+        id: key.to_owned(),
+        data,
+        if_version: Some(written),
+    });
+    writes.push(BatchWrite::Delete {
+        collection: shared.collections.claims.clone(),
+        id: claim_key.to_owned(),
+        if_version: Some(claim_version),
+    });
+    let mut stored = shared.documents().batch(writes).await?;
+    stored
+        .get_mut(record_at)
+        .and_then(Option::take)
+        .ok_or_else(|| BatchError {
+            failed: None,
+            error: CallError::new(
+                abi_sdk_core::CallErrorKind::Decode,
+                "a batch answered no document for its put",
+            ),
+        })
 }
 
 /// Fails `existing` with `code` because its owner is gone; nothing when it

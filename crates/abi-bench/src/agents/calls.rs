@@ -42,7 +42,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = T>,
 {
-    let mut subjects: Vec<(String, &'static str)> = Operation::ALL
+    let mut subjects: Vec<(String, &'static str)> = Operation::SERVED
         .iter()
         .map(|op| (documents::operation(*op), "documents"))
         .collect();

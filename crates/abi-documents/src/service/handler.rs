@@ -14,13 +14,15 @@ use abi_document_model::validate::{
     validate_data, validate_max_bytes, validate_name, validate_query, validate_spec,
     validate_version,
 };
-use abi_document_model::{Data, Datetime, Document, DocumentError, DocumentStore, FindQuery};
+use abi_document_model::{
+    Data, Datetime, Document, DocumentError, DocumentStore, FindQuery, Write,
+};
 use abi_overflow::OverflowHost;
 use abi_process::Secret;
 use abi_proto::common::v1::CallError;
 use abi_proto::document::v1 as pb;
 use abi_wire::ErrorCode;
-use abi_wire::documents::{DocumentRpc, Operation};
+use abi_wire::documents::{self, DocumentRpc, Operation};
 use abi_wire::rpc::Reply;
 use prost::Message as _;
 
@@ -133,6 +135,7 @@ impl<S: DocumentStore> Handler<S> {
             Op::Find => self.serve(request, Self::find).await,
             Op::Count => self.serve(request, Self::count).await,
             Op::Namespaces => self.serve(request, Self::namespaces).await,
+            Op::Batch => self.serve(request, Self::batch).await,
         }
     }
 
@@ -197,8 +200,12 @@ impl<S: DocumentStore> Handler<S> {
         };
         match op(self, call, decoded).await {
             Ok(reply) => Answer {
+                // A batch refused by one of its writes answers its index
+                // beside the refusal.
+                code: reply
+                    .call_error()
+                    .and_then(|error| ErrorCode::from_wire(&error.code)),
                 payload: reply.encode_to_vec(),
-                code: None,
             },
             Err(error) => refused::<R>(&error),
         }
@@ -314,6 +321,90 @@ impl<S: DocumentStore> Handler<S> {
             document: Some(document_to_pb(&doc)),
             ..Default::default()
         })
+    }
+
+    /// Checks every write as its single operation checks it, then stores
+    /// them as one transaction; a refused write is named by its index and
+    /// nothing is stored.
+    async fn batch(
+        &self,
+        call: Call,
+        r: pb::BatchRequest,
+    ) -> Result<pb::BatchResponse, DocumentError> {
+        if r.writes.is_empty() || r.writes.len() > documents::MAX_BATCH_WRITES {
+            return Err(DocumentError::InvalidArgument(format!(
+                "a batch holds 1 to {} writes, not {}",
+                documents::MAX_BATCH_WRITES,
+                r.writes.len()
+            )));
+        }
+        // Each answer is at most its put's bound; their sum, that of the
+        // whole request.
+        if let Some(limit) = call.max_payload
+            && !reply_surely_fits(call.request_bytes, limit)
+        {
+            return Err(DocumentError::PayloadTooLarge(
+                BATCH_REPLY_TOO_LARGE.to_owned(),
+            ));
+        }
+        let mut writes = Vec::with_capacity(r.writes.len());
+        for (index, write) in r.writes.into_iter().enumerate() {
+            match self.batch_write(&call, write) {
+                Ok(write) => writes.push(write),
+                Err(error) => return Ok(batch_refused(Some(index), &error)),
+            }
+        }
+        match self.store.batch(writes).await {
+            Ok(documents) => Ok(pb::BatchResponse {
+                results: documents
+                    .iter()
+                    .map(|document| pb::BatchResult {
+                        document: document.as_ref().map(document_to_pb),
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
+            Err(failure) => Ok(batch_refused(failure.index, &failure.error)),
+        }
+    }
+
+    /// One write of a batch, checked in its single operation's order.
+    fn batch_write(&self, call: &Call, write: pb::BatchWrite) -> Result<Write, DocumentError> {
+        use pb::batch_write::Write as W;
+        match write.write {
+            Some(W::Put(r)) => {
+                validate_name(&r.namespace)?;
+                self.check_write(call, &r.namespace)?;
+                let data = data_from_pb(&r.data.unwrap_or_default())?;
+                validate_data(&data, None)?;
+                validate_version(r.if_version)?;
+                validate_name(&r.collection)?;
+                validate_name(&r.id)?;
+                Ok(Write::Put {
+                    namespace: r.namespace,
+                    collection: r.collection,
+                    id: r.id,
+                    data,
+                    if_version: r.if_version,
+                })
+            }
+            Some(W::Delete(r)) => {
+                validate_name(&r.namespace)?;
+                self.check_write(call, &r.namespace)?;
+                validate_version(r.if_version)?;
+                validate_name(&r.collection)?;
+                validate_name(&r.id)?;
+                Ok(Write::Delete {
+                    namespace: r.namespace,
+                    collection: r.collection,
+                    id: r.id,
+                    if_version: r.if_version,
+                })
+            }
+            None => Err(DocumentError::InvalidArgument(
+                "a batch write is a put or a delete".to_owned(),
+            )),
+        }
     }
 
     async fn get(&self, _call: Call, r: pb::GetRequest) -> Result<pb::GetResponse, DocumentError> {
@@ -473,19 +564,43 @@ fn check_put_reply_fits(id: &str, data: &Data, limit: usize) -> Result<(), Docum
 /// `INVALID_ARGUMENT` (the others say their code, as the reference, so no
 /// storage detail or document name leaks).
 fn refused<R: DocumentRpc>(error: &DocumentError) -> Answer {
+    let (code, message) = refusal_words(error);
+    refusal::<R>(code, message)
+}
+
+/// The code and message a refusal of `error` sends.
+fn refusal_words(error: &DocumentError) -> (ErrorCode, &str) {
     let code = error.code();
     match error {
         DocumentError::InvalidArgument(message)
         | DocumentError::PermissionDenied(message)
-        | DocumentError::PayloadTooLarge(message) => refusal::<R>(code, message),
+        | DocumentError::PayloadTooLarge(message) => (code, message),
         DocumentError::Storage(_) | DocumentError::Adapter(_) => {
             // Logged by kind only: storage messages may hold connection details.
             tracing::warn!(code = code.as_str(), "document operation failed in storage");
-            refusal::<R>(code, code.as_str())
+            (code, code.as_str())
         }
-        _ => refusal::<R>(code, code.as_str()),
+        _ => (code, code.as_str()),
     }
 }
+
+/// A batch refused because of write `index` (or as a whole): nothing stored.
+fn batch_refused(index: Option<usize>, error: &DocumentError) -> pb::BatchResponse {
+    let (code, message) = refusal_words(error);
+    pb::BatchResponse {
+        error: Some(CallError {
+            code: code.as_str().to_owned(),
+            message: message.to_owned(),
+            retryable: false,
+            status: None,
+        }),
+        failed: index.and_then(|i| u32::try_from(i).ok()),
+        ..Default::default()
+    }
+}
+
+/// The message of a batch refused because its answer might not fit.
+pub const BATCH_REPLY_TOO_LARGE: &str = "The batch's answer might not fit in the reply (the broker's max payload): nothing was stored; send fewer or smaller writes";
 
 /// The reply sent instead of one too large for the broker (the reference's).
 pub fn too_large(operation: Operation) -> Answer {
@@ -503,6 +618,7 @@ pub fn too_large(operation: Operation) -> Answer {
         Op::Find => refusal::<pb::FindRequest>(code, MESSAGE),
         Op::Count => refusal::<pb::CountRequest>(code, MESSAGE),
         Op::Namespaces => refusal::<pb::NamespacesRequest>(code, MESSAGE),
+        Op::Batch => refusal::<pb::BatchRequest>(code, MESSAGE),
     }
 }
 

@@ -74,7 +74,7 @@ pub async fn serve<S: DocumentStore>(
     let permits = Arc::new(Semaphore::new(config.max_concurrent_requests.max(1)));
     let tracker = TaskTracker::new();
     let mut loops = Vec::new();
-    for operation in Operation::ALL {
+    for operation in Operation::SERVED {
         let endpoint = service
             .endpoint_builder()
             .name(operation.as_str())

@@ -42,8 +42,8 @@ use abi_document_model::validate::{
     validate_data, validate_name, validate_query, validate_spec, validate_version,
 };
 use abi_document_model::{
-    CollectionSpec, Data, Datetime, Document, DocumentError, DocumentStore, FindQuery, Page,
-    Predicate,
+    BatchFailure, CollectionSpec, Data, Datetime, Document, DocumentError, DocumentStore,
+    FindQuery, Page, Predicate, Write,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::Row;
@@ -444,6 +444,64 @@ impl PostgresStore {
         }
     }
 
+    /// One write of a batch inside its transaction, with the catalog row
+    /// share-locked as the single operation's slow path holds it.
+    async fn write_in(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        write: &Write,
+    ) -> Result<Option<Document>, DocumentError> {
+        match write {
+            Write::Put {
+                namespace,
+                collection,
+                id,
+                data,
+                if_version,
+            } => {
+                validate_name(id)?;
+                validate_version(*if_version)?;
+                let spec = self
+                    .require_collection(tx, namespace, collection, CatalogLock::Share)
+                    .await?;
+                validate_data(data, Some(&spec))?;
+                let raw = dumps(&encode_data(data));
+                let now = Datetime::now().isoformat_micros();
+                let put = PutRow {
+                    namespace,
+                    collection,
+                    id,
+                    raw: &raw,
+                    now: &now,
+                    if_version: *if_version,
+                };
+                let rows = query_cached(tx, &self.compiler().put(&put)).await?;
+                match rows.first() {
+                    Some(row) => document(row).map(Some),
+                    None => Err(version_conflict(collection, id, *if_version)),
+                }
+            }
+            Write::Delete {
+                namespace,
+                collection,
+                id,
+                if_version,
+            } => {
+                validate_name(id)?;
+                validate_version(*if_version)?;
+                self.require_collection(tx, namespace, collection, CatalogLock::Share)
+                    .await?;
+                let statement = self
+                    .compiler()
+                    .delete(namespace, collection, id, *if_version);
+                if execute(tx, &statement).await? == 0 && if_version.is_some() {
+                    return Err(version_conflict(collection, id, *if_version));
+                }
+                Ok(None)
+            }
+        }
+    }
+
     /// One attempt at a page; `None` when a byte-budgeted page lost every
     /// document it kept to concurrent deletes (read again rather than end
     /// the iteration early: no cursor means the end).
@@ -700,18 +758,16 @@ impl DocumentStore for PostgresStore {
         // The spec kept changing under the put: hold its catalog row for the
         // whole write instead.
         let tx = conn.transaction().await.translated()?;
-        let spec = self
-            .require_collection(&tx, namespace, collection, CatalogLock::Share)
-            .await?;
-        validate_data(&data, Some(&spec))?;
-        let statement = self.compiler().put(&put);
-        let rows = query_cached(&tx, &statement).await?;
-        let Some(row) = rows.first() else {
-            return Err(version_conflict(collection, id, if_version));
+        let write = Write::Put {
+            namespace: namespace.to_owned(),
+            collection: collection.to_owned(),
+            id: id.to_owned(),
+            data,
+            if_version,
         };
-        let doc = document(row)?;
+        let doc = self.write_in(&tx, &write).await?;
         tx.commit().await.translated()?;
-        Ok(doc)
+        doc.ok_or_else(|| DocumentError::Storage(STORAGE_MESSAGE.to_owned()))
     }
 
     async fn get(
@@ -777,6 +833,27 @@ impl DocumentStore for PostgresStore {
             return Err(version_conflict(collection, id, if_version));
         }
         tx.commit().await.translated()
+    }
+
+    async fn batch(&self, writes: Vec<Write>) -> Result<Vec<Option<Document>>, BatchFailure> {
+        let whole = |error| BatchFailure { index: None, error };
+        let mut conn = self.connection().await.map_err(whole)?;
+        let tx = conn.transaction().await.translated().map_err(whole)?;
+        let mut answers = Vec::with_capacity(writes.len());
+        for (index, write) in writes.iter().enumerate() {
+            // A refused write ends the transaction unfinished: dropped, it
+            // rolls back every earlier write of the batch.
+            let answer = self
+                .write_in(&tx, write)
+                .await
+                .map_err(|error| BatchFailure {
+                    index: Some(index),
+                    error,
+                })?;
+            answers.push(answer);
+        }
+        tx.commit().await.translated().map_err(whole)?;
+        Ok(answers)
     }
 
     async fn find(

@@ -311,6 +311,12 @@ impl View {
                 view.error = r.error;
                 view.documents.extend(r.document);
             }),
+            // Ours only: never sent to both.
+            Operation::Batch => pb::BatchResponse::decode(payload).map(|r| {
+                view.error = r.error;
+                view.documents
+                    .extend(r.results.into_iter().filter_map(|r| r.document));
+            }),
             Operation::Get => pb::GetResponse::decode(payload).map(|r| {
                 view.error = r.error;
                 view.documents.extend(r.document);

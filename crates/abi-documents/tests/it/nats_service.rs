@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use abi_document_model::{CollectionSpec, Data, FieldSpec, FindQuery, OrderBy, Predicate, Value};
 use abi_documents::store::{SqliteConfig, SqliteStore};
 use abi_proto::document::v1 as pb;
+use abi_sdk::documents::BatchWrite;
 use abi_sdk::{CallErrorKind, DocumentClient, TokenSource};
 use abi_test_support::NatsServer;
 use abi_wire::documents::{self, Operation};
@@ -58,7 +59,153 @@ async fn our_client_works_against_the_reference_server() {
     let client = async_nats::connect(nats.url()).await.expect("connect");
     let docs = DocumentClient::new(client, module_token("billing"), "billing");
     scenario(&docs).await;
+    // No batches there: the client says so, sends nothing, and the writes
+    // one by one still work.
+    let refused = docs
+        .batch(vec![put_write("runs", "b1", Some(0))])
+        .await
+        .expect_err("the reference serves no batches");
+    assert!(refused.unsupported(), "{refused}");
+    assert!(docs.try_get("runs", "b1").await.expect("read").is_none());
+    let again = docs
+        .batch(vec![put_write("runs", "b1", Some(0))])
+        .await
+        .expect_err("remembered");
+    assert!(again.unsupported(), "{again}");
     reference.kill().await.expect("stop the reference server");
+}
+
+fn put_write(collection: &str, id: &str, if_version: Option<i64>) -> BatchWrite {
+    BatchWrite::Put {
+        collection: collection.into(),
+        id: id.into(),
+        data: Data::from([("n".to_owned(), Value::Int(1))]),
+        if_version,
+    }
+}
+
+/// Our server's batches over NATS: all or none, the refused write named
+/// with its code (also in `Abi-Error-Code`), the batch's own limits, and a
+/// strict namespace guarding every write of it.
+#[tokio::test]
+async fn batches_store_all_or_none_and_name_the_refused_write() {
+    for strict in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let nats = NatsServer::start().await;
+        let ours = OurServer::start(&nats.url(), dir.path(), strict).await;
+        let client = async_nats::connect(nats.url()).await.expect("connect");
+        let docs = DocumentClient::new(client.clone(), module_token("billing"), "billing");
+        docs.ensure_collection(CollectionSpec::new("runs"))
+            .await
+            .expect("ensure");
+        let stored = docs
+            .batch(vec![
+                put_write("runs", "a", Some(0)),
+                put_write("runs", "b", None),
+                BatchWrite::Delete {
+                    collection: "runs".into(),
+                    id: "absent".into(),
+                    if_version: None,
+                },
+            ])
+            .await
+            .expect("a batch");
+        let versions: Vec<Option<i64>> = stored
+            .iter()
+            .map(|d| d.as_ref().map(|d| d.version))
+            .collect();
+        assert_eq!(versions, [Some(1), Some(1), None]);
+        assert_eq!(stored[0].as_ref().map(|d| d.id.as_str()), Some("a"));
+
+        let refused = docs
+            .batch(vec![
+                put_write("runs", "c", Some(0)),
+                put_write("runs", "a", Some(0)),
+            ])
+            .await
+            .expect_err("a is there");
+        assert!(
+            refused.refused(1, CallErrorKind::VersionConflict),
+            "{refused}"
+        );
+        assert!(docs.try_get("runs", "c").await.expect("read").is_none());
+
+        // On the wire: the code in the header, the index in the reply.
+        let body = pb::BatchRequest {
+            writes: vec![pb::BatchWrite {
+                write: Some(pb::batch_write::Write::Put(pb::PutRequest {
+                    namespace: "billing".into(),
+                    collection: "nowhere".into(),
+                    id: "x".into(),
+                    data: Some(pb::Data::default()),
+                    ..Default::default()
+                })),
+            }],
+            ..Default::default()
+        };
+        let (header, error, payload) = raw(
+            &client,
+            Operation::Batch,
+            Some(&token("billing")),
+            body.encode_to_vec(),
+        )
+        .await;
+        assert_eq!(header.as_deref(), Some("COLLECTION_NOT_FOUND"));
+        assert_eq!(
+            error.map(|e| e.code).as_deref(),
+            Some("COLLECTION_NOT_FOUND")
+        );
+        let reply = pb::BatchResponse::decode(payload).expect("a batch reply");
+        assert_eq!(reply.failed, Some(0));
+
+        // Empty, too long, a write of neither kind, no token.
+        let too_many = (0..=documents::MAX_BATCH_WRITES)
+            .map(|i| put_write("runs", &format!("n{i}"), None))
+            .collect();
+        for (writes, expected) in [
+            (Vec::new(), "INVALID_ARGUMENT"),
+            (too_many, "INVALID_ARGUMENT"),
+        ] {
+            let refused = docs.batch(writes).await.expect_err("bad batch");
+            assert_eq!(refused.failed, None, "{refused}");
+            assert_eq!(refused.error.code(), Some(expected), "{refused}");
+        }
+        let neither = pb::BatchRequest {
+            writes: vec![pb::BatchWrite { write: None }],
+            ..Default::default()
+        };
+        let (header, _, payload) = raw(
+            &client,
+            Operation::Batch,
+            Some(&token("billing")),
+            neither.encode_to_vec(),
+        )
+        .await;
+        assert_eq!(header.as_deref(), Some("INVALID_ARGUMENT"));
+        assert_eq!(
+            pb::BatchResponse::decode(payload).expect("reply").failed,
+            Some(0)
+        );
+        let (header, _, _) = raw(&client, Operation::Batch, None, body.encode_to_vec()).await;
+        assert_eq!(header.as_deref(), Some("UNAUTHENTICATED"));
+        assert!(docs.try_get("runs", "n0").await.expect("read").is_none());
+
+        // Another module's namespace: refused in strict mode, whole.
+        let shipping = DocumentClient::new(client.clone(), module_token("shipping"), "shipping")
+            .for_namespace("billing");
+        let crossed = shipping.batch(vec![put_write("runs", "d", None)]).await;
+        if strict {
+            let refused = crossed.expect_err("strict");
+            assert!(
+                refused.refused(0, CallErrorKind::PermissionDenied),
+                "{refused}"
+            );
+            assert!(docs.try_get("runs", "d").await.expect("read").is_none());
+        } else {
+            crossed.expect("open mode");
+        }
+        ours.stop().await;
+    }
 }
 
 /// The same scenario on our server.

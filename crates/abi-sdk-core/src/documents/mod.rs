@@ -26,7 +26,10 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 pub mod json;
+
+pub use batch::{BatchError, BatchWrite};
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -61,6 +64,8 @@ pub const DEFAULT_DOCUMENT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct DocumentClient {
     transport: Transport,
     namespace: Arc<str>,
+    /// Whether batches were found unserved, shared by clones.
+    batches: Arc<batch::Support>,
 }
 
 impl DocumentClient {
@@ -90,6 +95,7 @@ impl DocumentClient {
         Self {
             transport,
             namespace: Arc::from(namespace.into()),
+            batches: Arc::default(),
         }
     }
 
@@ -103,6 +109,7 @@ impl DocumentClient {
                 timeout,
             ),
             namespace: self.namespace,
+            batches: self.batches,
         }
     }
 
@@ -112,6 +119,7 @@ impl DocumentClient {
         Self {
             transport: self.transport.clone(),
             namespace: Arc::from(namespace.into()),
+            batches: self.batches.clone(),
         }
     }
 

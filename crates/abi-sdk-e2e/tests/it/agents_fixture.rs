@@ -27,6 +27,8 @@ pub const MODULE: &str = "acme.agents";
 pub struct Setup {
     pub world: World,
     documents: Option<Documents>,
+    /// The reference's document service instead of ours, with its folder.
+    reference: Option<(tokio::process::Child, tempfile::TempDir)>,
 }
 
 impl Setup {
@@ -36,6 +38,35 @@ impl Setup {
         Self {
             world,
             documents: Some(documents),
+            reference: None,
+        }
+    }
+
+    /// A world whose document service is the reference's
+    /// (`tests/interop/document_peer.py serve`), which serves no batches.
+    pub async fn with_reference_documents(lease_seconds: f64) -> Self {
+        use tokio::io::AsyncBufReadExt as _;
+        let world = World::start(lease_seconds).await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = tokio::process::Command::new(abi_test_support::python())
+            .arg(abi_test_support::workspace_root().join("tests/interop/document_peer.py"))
+            .args(["serve", &world.nats.url(), SECRET])
+            .arg(dir.path().join("reference.sqlite"))
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the reference document server");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(DEADLINE, lines.next_line())
+            .await
+            .expect("the reference document server starts in time")
+            .unwrap();
+        assert_eq!(ready.as_deref(), Some("ready"));
+        Self {
+            world,
+            documents: None,
+            reference: Some((child, dir)),
         }
     }
 
@@ -76,6 +107,9 @@ impl Setup {
     pub async fn stop(mut self) {
         if let Some(d) = self.documents.take() {
             d.stop().await;
+        }
+        if let Some((mut child, _dir)) = self.reference.take() {
+            let _ = child.kill().await;
         }
     }
 }

@@ -9,6 +9,7 @@ mod agents_interop;
 mod agents_mixed_fleet;
 mod agents_process;
 mod agents_reconcile;
+mod agents_record_calls;
 mod agents_replicas;
 mod agents_upkeep;
 mod apps_deploy;

@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use abi_document_model::validate::{validate_name, validate_version};
 use abi_document_model::{
-    CollectionSpec, Data, Document, DocumentError, DocumentStore, FindQuery, Page, Predicate,
+    BatchFailure, CollectionSpec, Data, Document, DocumentError, DocumentStore, FindQuery, Page,
+    Predicate, Write,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -237,17 +238,19 @@ impl DocumentStore for SqliteStore {
         validate_name(id)?;
         validate_version(if_version)?;
         let output = self
-            .write(WriteOp::Put {
+            .write(WriteOp::Document(Write::Put {
                 namespace: namespace.to_owned(),
                 collection: collection.to_owned(),
                 id: id.to_owned(),
                 data,
                 if_version,
-            })
+            }))
             .await?;
         match output {
             WriteOutput::Document(document) => Ok(*document),
-            WriteOutput::Done => Err(DocumentError::Storage(error::STORAGE_MESSAGE.to_owned())),
+            WriteOutput::Done | WriteOutput::Batch(_) => {
+                Err(DocumentError::Storage(error::STORAGE_MESSAGE.to_owned()))
+            }
         }
     }
 
@@ -274,14 +277,45 @@ impl DocumentStore for SqliteStore {
     ) -> Result<(), DocumentError> {
         validate_name(id)?;
         validate_version(if_version)?;
-        self.write(WriteOp::Delete {
+        self.write(WriteOp::Document(Write::Delete {
             namespace: namespace.to_owned(),
             collection: collection.to_owned(),
             id: id.to_owned(),
             if_version,
-        })
+        }))
         .await
         .map(|_| ())
+    }
+
+    async fn batch(&self, writes: Vec<Write>) -> Result<Vec<Option<Document>>, BatchFailure> {
+        for (index, write) in writes.iter().enumerate() {
+            let (Write::Put { id, if_version, .. } | Write::Delete { id, if_version, .. }) = write;
+            validate_name(id)
+                .and_then(|()| validate_version(*if_version))
+                .map_err(|error| BatchFailure {
+                    index: Some(index),
+                    error,
+                })?;
+        }
+        // A failure of the whole command (storage, a closed store): nothing
+        // of the batch was kept.
+        let whole = |error| BatchFailure { index: None, error };
+        match self.write(WriteOp::Batch(writes)).await.map_err(whole)? {
+            WriteOutput::Batch(Ok(outputs)) => Ok(outputs
+                .into_iter()
+                .map(|output| match output {
+                    WriteOutput::Document(document) => Some(*document),
+                    WriteOutput::Done | WriteOutput::Batch(_) => None,
+                })
+                .collect()),
+            WriteOutput::Batch(Err((index, error))) => Err(BatchFailure {
+                index: Some(index),
+                error,
+            }),
+            WriteOutput::Done | WriteOutput::Document(_) => Err(whole(DocumentError::Storage(
+                error::STORAGE_MESSAGE.to_owned(),
+            ))),
+        }
     }
 
     async fn find(

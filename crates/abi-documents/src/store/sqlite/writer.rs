@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use abi_document_model::{CollectionSpec, Data, Document, DocumentError};
+use abi_document_model::{CollectionSpec, Document, DocumentError, Write};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -36,30 +36,10 @@ pub enum WriteOp {
         /// The collection.
         collection: String,
     },
-    /// `put`.
-    Put {
-        /// The namespace.
-        namespace: String,
-        /// The collection.
-        collection: String,
-        /// The document id.
-        id: String,
-        /// The document.
-        data: Data,
-        /// The expected version.
-        if_version: Option<i64>,
-    },
-    /// `delete`.
-    Delete {
-        /// The namespace.
-        namespace: String,
-        /// The collection.
-        collection: String,
-        /// The document id.
-        id: String,
-        /// The expected version.
-        if_version: Option<i64>,
-    },
+    /// `put` or `delete`.
+    Document(Write),
+    /// `batch`: puts and deletes, all or none (one savepoint holds them).
+    Batch(Vec<Write>),
 }
 
 /// What a write answers.
@@ -69,6 +49,16 @@ pub enum WriteOutput {
     Done,
     /// The document as written.
     Document(Box<Document>),
+    /// A batch's answers, or the write refused (and nothing of the batch
+    /// is kept).
+    Batch(Result<Vec<WriteOutput>, (usize, DocumentError)>),
+}
+
+impl WriteOutput {
+    /// Whether `result` wrote nothing: an error, or a refused batch.
+    fn failed(result: &Result<WriteOutput, DocumentError>) -> bool {
+        matches!(result, Err(_) | Ok(WriteOutput::Batch(Err(_))))
+    }
 }
 
 /// A write and where its answer goes.
@@ -118,7 +108,31 @@ fn apply(
         } => shared
             .drop_collection(conn, namespace, collection)
             .map(|()| WriteOutput::Done),
-        WriteOp::Put {
+        WriteOp::Document(write) => write_document(conn, shared, write),
+        WriteOp::Batch(writes) => {
+            let mut outputs = Vec::with_capacity(writes.len());
+            for (index, write) in writes.iter_mut().enumerate() {
+                match write_document(conn, shared, write) {
+                    Ok(output) => outputs.push(output),
+                    // A storage failure fails the command; a refusal only
+                    // the batch (its savepoint is rolled back by the caller).
+                    Err(e @ DocumentError::Storage(_)) => return Err(e),
+                    Err(error) => return Ok(WriteOutput::Batch(Err((index, error)))),
+                }
+            }
+            Ok(WriteOutput::Batch(Ok(outputs)))
+        }
+    }
+}
+
+/// Performs a put or a delete; a put's data moves into its answer.
+fn write_document(
+    conn: &Connection,
+    shared: &Shared,
+    write: &mut Write,
+) -> Result<WriteOutput, DocumentError> {
+    match write {
+        Write::Put {
             namespace,
             collection,
             id,
@@ -134,7 +148,7 @@ fn apply(
                 *if_version,
             )
             .map(|d| WriteOutput::Document(Box::new(d))),
-        WriteOp::Delete {
+        Write::Delete {
             namespace,
             collection,
             id,
@@ -189,14 +203,14 @@ fn run_batch(
             });
         }
         if !alone {
-            if result.is_err() {
+            if WriteOutput::failed(&result) {
                 control(conn, "ROLLBACK TO document_write")?;
             }
             control(conn, "RELEASE document_write")?;
         }
         results.push(result);
     }
-    let failed_alone = alone && results.iter().all(Result::is_err);
+    let failed_alone = alone && results.iter().all(WriteOutput::failed);
     control(conn, if failed_alone { "ROLLBACK" } else { "COMMIT" })?;
     Ok(results)
 }

@@ -7,6 +7,7 @@
 //! [`conformance_tests!`] with it: one `#[tokio::test]` per case. Every case
 //! is also a plain `pub async fn case<B: Backend>(backend: &B)`.
 
+mod batch;
 mod cases;
 mod paging;
 mod values;
@@ -17,6 +18,7 @@ use abi_document_model::{
     CollectionSpec, Data, DocumentStore, FindQuery, OrderBy, Predicate, Value,
 };
 
+pub use batch::*;
 pub use cases::*;
 pub use paging::*;
 pub use values::*;
@@ -175,7 +177,9 @@ macro_rules! conformance_tests {
             max_bytes_cuts_pages_without_gap_or_repeat,
             an_item_larger_than_max_bytes_comes_back_alone,
             limit_still_caps_a_page_within_max_bytes,
-            validation_messages_and_order
+            validation_messages_and_order,
+            batch_writes_all_or_none,
+            racing_batches_have_one_winner_and_leave_nothing_else
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {

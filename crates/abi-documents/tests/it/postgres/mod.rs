@@ -102,7 +102,9 @@ conformance::conformance_tests!(@cases &Postgres;
     max_bytes_cuts_pages_without_gap_or_repeat,
     an_item_larger_than_max_bytes_comes_back_alone,
     limit_still_caps_a_page_within_max_bytes,
-    validation_messages_and_order
+    validation_messages_and_order,
+    batch_writes_all_or_none,
+    racing_batches_have_one_winner_and_leave_nothing_else
 );
 
 /// A value as the reference's PostgreSQL adapter reads it back: JSONB
