@@ -148,7 +148,8 @@ pub async fn flush_within(limit: Duration) {
     }
 }
 
-/// Whether spans are exported by this process.
+/// Whether spans are exported by this process (callers skip building what
+/// only a span would carry when they are not).
 pub fn enabled() -> bool {
     PROVIDER.get().is_some()
 }
@@ -181,6 +182,11 @@ impl Kind {
 /// `name` is given, with the reference's attributes. Disabled (and free)
 /// when traces are not exported.
 pub fn message_span(kind: Kind, subject: &str, name: Option<&str>) -> Span {
+    // The subject is parsed only for a span that is exported: every request
+    // of every process comes through here.
+    if !enabled() {
+        return Span::none();
+    }
     let (service, method) = wire::describe_subject(subject);
     let name = name.map_or_else(|| wire::span_name(subject), str::to_owned);
     tracing::debug_span!(

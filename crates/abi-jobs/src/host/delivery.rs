@@ -140,25 +140,30 @@ pub(super) async fn handle_at(
     prior: Prior,
 ) {
     use abi_sdk_core::traces::{self, Kind};
-    let name = format!("job {}", job.spec.name());
-    let span = traces::server_span(
-        Kind::Consumer,
-        &msg.subject,
-        Some(&name),
-        msg.headers.as_ref(),
-    );
-    traces::set_attribute(&span, "abi.module.id", shared.links.module_id.clone());
-    traces::set_attribute(&span, "abi.job.name", job.spec.name().to_owned());
-    traces::set_attribute(
-        &span,
-        "abi.job.run_id",
-        wire::run_id(job.spec.name(), meta.sequence),
-    );
-    traces::set_attribute(
-        &span,
-        "abi.job.delivery",
-        i64::try_from(meta.delivered).unwrap_or(i64::MAX),
-    );
+    let span = if traces::enabled() {
+        let name = format!("job {}", job.spec.name());
+        let span = traces::server_span(
+            Kind::Consumer,
+            &msg.subject,
+            Some(&name),
+            msg.headers.as_ref(),
+        );
+        traces::set_attribute(&span, "abi.module.id", shared.links.module_id.clone());
+        traces::set_attribute(&span, "abi.job.name", job.spec.name().to_owned());
+        traces::set_attribute(
+            &span,
+            "abi.job.run_id",
+            wire::run_id(job.spec.name(), meta.sequence),
+        );
+        traces::set_attribute(
+            &span,
+            "abi.job.delivery",
+            i64::try_from(meta.delivered).unwrap_or(i64::MAX),
+        );
+        span
+    } else {
+        tracing::Span::none()
+    };
     handle_traced(shared, job, msg, meta, prior)
         .instrument(span)
         .await;
