@@ -57,23 +57,26 @@ fn smoke_run_measures_every_call_kind_on_every_target() {
         let r = row(label);
         assert!(r[1..].iter().all(|c| is_number(c)), "{label}: {r:?}");
     }
-    // Both hosts keep the reference's records: the same document calls per
-    // invoke; a chat makes none.
+    // Both hosts keep the reference's records; the reference writes them one
+    // per request, ours in batches; a chat makes none.
     let requests = row("service requests per call, agent invoke");
     assert!(requests[1] == "—", "{requests:?}");
     for cell in &requests[2..] {
         assert!(
-            cell.starts_with("documents ") && cell.contains("put ") && cell.contains("; discovery"),
+            cell.starts_with("documents ") && cell.contains("; discovery"),
             "documents and discovery requests per invoke: {requests:?}"
         );
     }
     // Per invoke, ours: no discovery request but the caller's once-a-second
-    // instance list; 9 puts (one save at the end of an invoke, not three);
-    // one get, the submit's (the caller takes the result from the pushed
-    // events, no Status). The reference's host keeps its 11 puts and asks
-    // discovery on every submit (our caller drives both).
+    // instance list; two batches (the record and the claim; the events,
+    // result, outcome and the claim's release) and one get, the submit's
+    // (the caller takes the result from the pushed events, no Status). The
+    // reference's host keeps its 11 puts and asks discovery on every submit
+    // (our caller drives both).
     let (ours, reference) = (&requests[2], &requests[3]);
-    assert_eq!(count(ours, "put "), Some(9.0), "{requests:?}");
+    assert_eq!(count(ours, "batch "), Some(2.0), "{requests:?}");
+    assert_eq!(count(ours, "put "), None, "{requests:?}");
+    assert_eq!(count(ours, "documents "), Some(3.0), "{requests:?}");
     assert_eq!(count(reference, "put "), Some(11.0), "{requests:?}");
     assert!(
         count(ours, "get ").is_some_and(|g| g < 2.0),
@@ -108,8 +111,8 @@ fn smoke_run_measures_every_call_kind_on_every_target() {
     }
 }
 
-/// The number after `label` in a requests cell (`documents 11.00 (get 1.00,
-/// put 9.00); discovery 0.05 (...)`).
+/// The number after `label` in a requests cell (`documents 3.00 (batch 2.00,
+/// get 1.00); discovery 0.05 (...)`).
 fn count(cell: &str, label: &str) -> Option<f64> {
     let at = cell.find(label)? + label.len();
     let rest = &cell[at..];
