@@ -357,7 +357,8 @@ mod tests {
     #[test]
     fn without_traces_a_span_is_disabled_and_injects_nothing() {
         let mut headers = HeaderMap::new();
-        let span = client_span("abi.svc.document.v1.get", 10, &mut headers);
+        let subject = abi_wire::documents::operation(abi_wire::documents::Operation::Get);
+        let span = client_span(&subject, 10, &mut headers);
         assert!(span.is_disabled());
         assert!(headers.get(wire::TRACEPARENT).is_none());
         assert_eq!(trace_id(&span), None);
