@@ -99,6 +99,9 @@ failed=0
 # reaches only this script, which then stops everything in order.
 spawn() { # name cmd... (env before, logs in $tmp/logs/name.log)
   local name=$1; shift
+  # The log exists before this returns: the background job opens it later,
+  # and a caller reading it at once must not find it missing.
+  : >>"$tmp/logs/$name.log"
   python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' "$@" \
     >>"$tmp/logs/$name.log" 2>&1 </dev/null &
   procs+=("$! $name")
