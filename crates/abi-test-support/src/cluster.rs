@@ -12,7 +12,8 @@ const START_ATTEMPTS: usize = 3;
 
 /// A JetStream cluster of `nats-server` processes on loopback, each with its
 /// own store directory and a `server_name` of `n0`, `n1`, ... Ready once every
-/// node is current with the meta leader. Killed on `Drop`.
+/// node is current with the meta leader and the meta leader can place a
+/// stream on every running node. Killed on `Drop`.
 ///
 /// ```no_run
 /// # async fn demo() {
@@ -30,7 +31,8 @@ pub struct NatsCluster {
 
 impl NatsCluster {
     /// Starts `size` nodes and waits (up to 30 s each) until all are healthy
-    /// and current with an elected meta leader.
+    /// and current with an elected meta leader, and (up to 30 s) until a
+    /// stream with `size` replicas can be placed.
     ///
     /// # Panics
     ///
@@ -105,7 +107,11 @@ impl NatsCluster {
                 }
             }
             if healthy {
-                return Self { nodes };
+                let cluster = Self { nodes };
+                match cluster.wait_placeable().await {
+                    Ok(()) => return cluster,
+                    Err(e) => failures.push(e),
+                }
             }
         }
         panic!("nats cluster did not form:\n{}", failures.join("\n---\n"));
@@ -182,10 +188,79 @@ impl NatsCluster {
         if let Err(e) = node.wait_healthy().await {
             panic!("cluster node {i} did not restart: {e}");
         }
+        if let Err(e) = self.wait_placeable().await {
+            panic!("cluster node {i} restarted but is not placeable: {e}");
+        }
+    }
+
+    /// Waits (up to [`PLACEMENT_TIMEOUT`]) until the meta leader places a
+    /// stream with one replica per running node: create a probe stream in
+    /// memory, then delete it.
+    ///
+    /// `/healthz` says a node is current with the meta leader, but the
+    /// leader counts a peer offline until it has heard that peer's own
+    /// statistics; until then an R3 create answers "no suitable peers for
+    /// placement, peer offline" (seen in CI right after a cluster formed).
+    ///
+    /// # Errors
+    ///
+    /// The last refusal when no probe was placed in time.
+    async fn wait_placeable(&self) -> Result<(), String> {
+        use async_nats::jetstream::stream::{Config, StorageType};
+        let running: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.is_running(i))
+            .collect();
+        let Some(&first) = running.first() else {
+            return Ok(());
+        };
+        let name = unique_name("abi_placement_probe");
+        let config = Config {
+            name: name.clone(),
+            subjects: vec![format!("{name}.>")],
+            storage: StorageType::Memory,
+            num_replicas: running.len(),
+            ..Default::default()
+        };
+        let deadline = tokio::time::Instant::now() + PLACEMENT_TIMEOUT;
+        let mut last = String::from("no attempt");
+        while tokio::time::Instant::now() < deadline {
+            let attempt = tokio::time::timeout(MONITOR_TIMEOUT, async {
+                let client = async_nats::connect(self.url(first))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let context = async_nats::jetstream::new(client);
+                context
+                    .create_stream(config.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                context
+                    .delete_stream(&name)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok::<(), String>(())
+            })
+            .await;
+            match attempt {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => last = e,
+                Err(_) => last = format!("no answer within {MONITOR_TIMEOUT:?}"),
+            }
+            tokio::time::sleep(PLACEMENT_RETRY).await;
+        }
+        Err(format!(
+            "no R{} stream placed within {PLACEMENT_TIMEOUT:?}: {last}",
+            running.len()
+        ))
     }
 }
 
-/// How long one monitoring request may take.
+/// How long a started cluster may take to place a stream on every node.
+const PLACEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The pause between two placement probes.
+const PLACEMENT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How long one monitoring request (or placement probe) may take.
 const MONITOR_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl NatsCluster {
