@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abi_document_model::{CollectionSpec, DocumentStore, Value};
+use abi_document_model::{CollectionSpec, DocumentError, DocumentStore, FieldSpec, Value};
 use abi_documents::store::{SqliteConfig, SqliteStore};
 
 use crate::conformance::{self, Backend, data};
@@ -79,6 +79,77 @@ async fn sixty_four_concurrent_writers_all_succeed() {
         store.count("module", "records", vec![]).await,
         Ok((WRITERS * PUTS) as i64)
     );
+}
+
+/// Puts that fail inside a shared commit are undone alone: 64 concurrent
+/// updates, half of them taking an email another document holds (a unique
+/// violation raised by the write itself, after the row was found), half
+/// succeeding. The failed ones leave their document as it was, the others
+/// commit; the writer groups them into common transactions, where a single
+/// put runs without a savepoint of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_puts_in_a_shared_commit_are_undone_alone() {
+    let db = Sqlite.database().await;
+    let store = Arc::new(Sqlite.open(&db).await);
+    let spec = CollectionSpec::new("people").field(FieldSpec::new("email", "string").unique());
+    store.ensure_collection("module", spec).await.unwrap();
+    let person =
+        |email: String, n: i64| data([("email", Value::String(email)), ("n", Value::Int(n))]);
+    const PEOPLE: usize = 64;
+    store
+        .put(
+            "module",
+            "people",
+            "holder",
+            person("taken".into(), 0),
+            None,
+        )
+        .await
+        .unwrap();
+    for i in 0..PEOPLE {
+        let id = format!("p{i}");
+        store
+            .put("module", "people", &id, person(format!("e{i}"), 1), None)
+            .await
+            .unwrap();
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..PEOPLE {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            let email = if i % 2 == 0 {
+                format!("new{i}")
+            } else {
+                "taken".to_owned()
+            };
+            let id = format!("p{i}");
+            let outcome = store
+                .put("module", "people", &id, person(email, 2), Some(1))
+                .await;
+            (i, outcome)
+        });
+    }
+    for (i, outcome) in tasks.join_all().await {
+        if i % 2 == 0 {
+            assert_eq!(outcome.map(|d| d.version), Ok(2), "p{i} is updated");
+        } else {
+            assert!(
+                matches!(outcome, Err(DocumentError::UniqueViolation(_))),
+                "p{i}: {outcome:?}"
+            );
+        }
+    }
+    for i in 0..PEOPLE {
+        let id = format!("p{i}");
+        let doc = store.get("module", "people", &id).await.unwrap();
+        let (version, email, n) = if i % 2 == 0 {
+            (2, format!("new{i}"), 2)
+        } else {
+            (1, format!("e{i}"), 1)
+        };
+        assert_eq!(doc.version, version, "{id}");
+        assert_eq!(doc.data, person(email, n), "{id}");
+    }
 }
 
 const CHILD_ENV: &str = "ABI_DOCUMENTS_DURABILITY_CHILD";

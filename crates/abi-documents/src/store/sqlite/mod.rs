@@ -217,7 +217,11 @@ impl DocumentStore for SqliteStore {
     ) -> Result<CollectionSpec, DocumentError> {
         let (namespace, collection) = (namespace.to_owned(), collection.to_owned());
         self.readers
-            .read(move |conn, shared| shared.require_collection(conn, &namespace, &collection))
+            .read(move |conn, shared| {
+                shared
+                    .require_collection(conn, &namespace, &collection)
+                    .map(Arc::unwrap_or_clone)
+            })
             .await
     }
 

@@ -2,7 +2,7 @@
 //! (the writer's savepoint, or a reader's read transaction).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use abi_document_model::datetime::python_str_repr;
 use abi_document_model::validate::{validate_data, validate_name, validate_spec};
@@ -23,7 +23,8 @@ use crate::sql::{
 #[derive(Debug)]
 pub struct Shared {
     quote: SqliteQuote,
-    specs: Mutex<HashMap<String, CollectionSpec>>,
+    /// Parsed specs by their stored text, shared (a put only reads one).
+    specs: Mutex<HashMap<String, Arc<CollectionSpec>>>,
 }
 
 /// Parsed specs kept at most (the reference keeps 128).
@@ -98,13 +99,13 @@ impl Shared {
         )
     }
 
-    fn parse_spec_cached(&self, text: &str) -> Result<CollectionSpec, DocumentError> {
+    fn parse_spec_cached(&self, text: &str) -> Result<Arc<CollectionSpec>, DocumentError> {
         if let Ok(cache) = self.specs.lock()
             && let Some(spec) = cache.get(text)
         {
             return Ok(spec.clone());
         }
-        let spec = parse_spec(text)?;
+        let spec = Arc::new(parse_spec(text)?);
         if let Ok(mut cache) = self.specs.lock() {
             if cache.len() >= SPEC_CACHE_LIMIT {
                 cache.clear();
@@ -124,7 +125,7 @@ impl Shared {
         conn: &Connection,
         namespace: &str,
         collection: &str,
-    ) -> Result<CollectionSpec, DocumentError> {
+    ) -> Result<Arc<CollectionSpec>, DocumentError> {
         validate_name(namespace)?;
         validate_name(collection)?;
         let statement = self
@@ -171,13 +172,13 @@ impl Shared {
                 .map(|f| (f.name.clone(), f.field_type.clone()))
                 .collect()
         };
-        if types(&merged) != types(&old) {
+        if types(&merged) != types(old.as_ref()) {
             self.check_existing_data(conn, namespace, &merged)?;
         }
         for (name, statement) in sql.index_statements(namespace, &merged)? {
             ensure_index(conn, &name, &statement)?;
         }
-        if merged != old {
+        if merged != *old {
             let update = sql.update_spec(&spec_json(&merged), namespace, &spec.name);
             conn.execute(&update.sql, bound(&update)).translated()?;
         }

@@ -5,10 +5,13 @@
 //! its file lock and, past the busy timeout, fail with "database is locked".
 //! Here every write of the process goes through one connection instead, so
 //! the lock is only ever contended by other processes, and one fsync covers
-//! a whole batch. Each command runs in its own SAVEPOINT: a command that
-//! fails (a conflict, a unique violation) is rolled back alone and the rest
-//! of the batch commits; a command alone in its batch runs without one, its
-//! failure rolling the transaction back.
+//! a whole batch. A command that fails (a conflict, a unique violation) is
+//! undone alone and the rest of the batch commits: a command of several
+//! statements (declaring or dropping a collection, a batch of writes) runs in
+//! its own SAVEPOINT, rolled back on failure; a single put or delete needs
+//! none, its one writing statement being atomic in SQLite (a failed
+//! statement undoes its own changes and leaves the transaction open), and a
+//! command alone in its batch fails by rolling the transaction back.
 
 use std::sync::Arc;
 
@@ -52,6 +55,15 @@ pub enum WriteOutput {
     /// A batch's answers, or the write refused (and nothing of the batch
     /// is kept).
     Batch(Result<Vec<WriteOutput>, (usize, DocumentError)>),
+}
+
+impl WriteOp {
+    /// Whether a failure of this command could leave some of its changes
+    /// behind without a savepoint: true unless it writes with one statement
+    /// (a put or a delete reads the catalog, then writes once).
+    fn needs_savepoint(&self) -> bool {
+        !matches!(self, Self::Document(_))
+    }
 }
 
 impl WriteOutput {
@@ -186,11 +198,13 @@ fn run_batch(
 ) -> Result<Vec<Result<WriteOutput, DocumentError>>, DocumentError> {
     // A command alone in its batch needs no savepoint: if it fails, the
     // whole transaction is rolled back, which undoes exactly that command.
+    // Nor does a single put or delete (see `WriteOp::needs_savepoint`).
     let alone = batch.len() == 1;
     control(conn, "BEGIN IMMEDIATE")?;
     let mut results = Vec::with_capacity(batch.len());
     for cmd in batch {
-        if !alone {
+        let savepoint = !alone && cmd.op.needs_savepoint();
+        if savepoint {
             control(conn, "SAVEPOINT document_write")?;
         }
         let result = apply(conn, shared, &mut cmd.op);
@@ -202,7 +216,16 @@ fn run_batch(
                 _ => DocumentError::Storage(super::error::STORAGE_MESSAGE.to_owned()),
             });
         }
-        if !alone {
+        if !savepoint && !alone && matches!(result, Err(DocumentError::Storage(_))) {
+            // A storage failure may come after the write (a stored row that
+            // does not read back): without a savepoint only the whole
+            // transaction can undo it, so the batch fails as one.
+            return Err(match result {
+                Err(e) => e,
+                Ok(_) => DocumentError::Storage(super::error::STORAGE_MESSAGE.to_owned()),
+            });
+        }
+        if savepoint {
             if WriteOutput::failed(&result) {
                 control(conn, "ROLLBACK TO document_write")?;
             }
