@@ -13,6 +13,7 @@ COPY proto proto
 COPY crates crates
 COPY examples examples
 COPY vendor vendor
+COPY .cargo .cargo
 RUN cargo build --release --locked -p abi-discovery -p abi-documents -p abi-cli -p abi-examples \
  && mkdir /out \
  && cp target/release/abi-discovery target/release/abi-documents target/release/abictl \
