@@ -221,7 +221,7 @@ impl StepStore {
             let data = build(self.journal(), &prior);
             match self
                 .documents
-                .put(&self.steps, &id, data.clone(), Some(version))
+                .put(&self.steps, &id, &data, Some(version))
                 .await
             {
                 Ok(doc) => {

@@ -108,7 +108,7 @@ async fn write(
     let written = shared
         .links
         .documents
-        .put(&shared.collection, run_id, data.clone(), Some(if_version))
+        .put(&shared.collection, run_id, &data, Some(if_version))
         .await?;
     Ok(Kept {
         version: written.version,

@@ -236,7 +236,7 @@ impl DocumentClient {
             .namespaces)
     }
 
-    /// Writes a whole document. `if_version`: `None` writes unconditionally,
+    /// Writes a whole document (`data` owned or borrowed: only read). `if_version`: `None` writes unconditionally,
     /// `Some(0)` only creates, `Some(n)` writes only over version `n`.
     ///
     /// # Errors
@@ -251,7 +251,7 @@ impl DocumentClient {
         &self,
         collection: &str,
         id: &str,
-        data: Data,
+        data: impl std::borrow::Borrow<Data>,
         if_version: Option<i64>,
     ) -> Result<Document, CallError> {
         let reply = self
@@ -259,7 +259,7 @@ impl DocumentClient {
                 namespace: self.namespace.to_string(),
                 collection: collection.to_owned(),
                 id: id.to_owned(),
-                data: Some(convert::data_to_pb(&data)),
+                data: Some(convert::data_to_pb(data.borrow())),
                 if_version,
                 ..Default::default()
             })
