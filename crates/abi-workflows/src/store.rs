@@ -221,7 +221,7 @@ impl StepStore {
             let data = build(self.journal(), &prior);
             match self
                 .documents
-                .put(&self.steps, &id, &data, Some(version))
+                .put_ref(&self.steps, &id, &data, Some(version))
                 .await
             {
                 Ok(doc) => {

@@ -108,7 +108,7 @@ async fn write(
     let written = shared
         .links
         .documents
-        .put(&shared.collection, run_id, &data, Some(if_version))
+        .put_ref(&shared.collection, run_id, &data, Some(if_version))
         .await?;
     Ok(Kept {
         version: written.version,

@@ -236,7 +236,7 @@ impl DocumentClient {
             .namespaces)
     }
 
-    /// Writes a whole document (`data` owned or borrowed: only read). `if_version`: `None` writes unconditionally,
+    /// Writes a whole document. `if_version`: `None` writes unconditionally,
     /// `Some(0)` only creates, `Some(n)` writes only over version `n`.
     ///
     /// # Errors
@@ -251,7 +251,27 @@ impl DocumentClient {
         &self,
         collection: &str,
         id: &str,
-        data: impl std::borrow::Borrow<Data>,
+        data: Data,
+        if_version: Option<i64>,
+    ) -> Result<Document, CallError> {
+        self.put_ref(collection, id, &data, if_version).await
+    }
+
+    /// [`put`](Self::put) with the data borrowed, for a caller that keeps
+    /// what it wrote (a record it writes again later) without cloning it.
+    ///
+    /// # Errors
+    ///
+    /// As [`put`](Self::put).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`put`](Self::put): not cancel safe.
+    pub async fn put_ref(
+        &self,
+        collection: &str,
+        id: &str,
+        data: &Data,
         if_version: Option<i64>,
     ) -> Result<Document, CallError> {
         let reply = self
@@ -259,7 +279,7 @@ impl DocumentClient {
                 namespace: self.namespace.to_string(),
                 collection: collection.to_owned(),
                 id: id.to_owned(),
-                data: Some(convert::data_to_pb(data.borrow())),
+                data: Some(convert::data_to_pb(data)),
                 if_version,
                 ..Default::default()
             })

@@ -125,7 +125,7 @@ pub(super) async fn check(inner: &Inner, run_id: &str, stored: bool) -> Result<U
     let collection = wire::runs_collection(&inner.project);
     match inner
         .documents
-        .put(&collection, run_id, &data, Some(0))
+        .put_ref(&collection, run_id, &data, Some(0))
         .await
     {
         Ok(doc) => Ok(Unrun::Expired(RunRecord::from_data(
