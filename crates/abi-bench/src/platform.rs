@@ -216,7 +216,13 @@ impl CpuSplit {
     /// nats-server, the bench's caller.
     pub fn per_run_since(&self, before: &Self, runs: u64) -> Option<[f64; 4]> {
         let runs = runs.max(1) as f64;
-        let spent = |a: Option<f64>, b: Option<f64>| Some((b? - a?) * 1e6 / runs);
+        Some(self.spent_since(before)?.map(|secs| secs * 1e6 / runs))
+    }
+
+    /// Seconds of CPU spent since `before`: host, abi-documents,
+    /// nats-server, the bench's caller (add intervals, then divide).
+    pub fn spent_since(&self, before: &Self) -> Option<[f64; 4]> {
+        let spent = |a: Option<f64>, b: Option<f64>| Some(b? - a?);
         Some([
             spent(before.host, self.host)?,
             spent(before.shared.documents, self.shared.documents)?,

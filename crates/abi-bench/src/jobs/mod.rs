@@ -190,9 +190,18 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         .await
         .context("connect to nats")?;
 
-    let mut raw = Column::new("raw JetStream floor");
-    let svc = serve::spawn_rust("raw", &platform.url(), 0).await?;
-    measure_target(&platform, &client, args, serve::RAW_MODULE, svc, &mut raw).await?;
+    let raw_svc = serve::spawn_rust("raw", &platform.url(), 0).await?;
+    let [raw] = measure_targets(
+        &platform,
+        &client,
+        args,
+        [Target::new(
+            "raw JetStream floor",
+            serve::RAW_MODULE,
+            raw_svc,
+        )],
+    )
+    .await?;
 
     let mut floors = Vec::new();
     if args.record_call_floors {
@@ -205,9 +214,9 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
                 "floor + 2 record calls, continuous pull",
             ),
         ] {
-            let mut column = Column::new(name);
             let svc = serve::spawn_rust(kind, &platform.url(), 0).await?;
-            measure_target(&platform, &client, args, module, svc, &mut column).await?;
+            let [column] =
+                measure_targets(&platform, &client, args, [Target::new(name, module, svc)]).await?;
             floors.push(column);
         }
     }
@@ -218,25 +227,24 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     } else {
         ("workflow_fn (Rust)", "reference workflow_handler (Python)")
     };
-    let mut ours = Column::new(ours_name);
-    let svc = serve::spawn_rust("ours", &platform.url(), steps).await?;
-    measure_target(&platform, &client, args, serve::OURS_MODULE, svc, &mut ours).await?;
-
-    let mut reference = Column::new(reference_name);
-    if args.skip_reference {
+    let ours_svc = serve::spawn_rust("ours", &platform.url(), steps).await?;
+    let ours_target = Target::new(ours_name, serve::OURS_MODULE, ours_svc);
+    // Ours and the reference serve side by side and their throughput cells
+    // alternate, so a change in the machine's speed during the run moves
+    // both columns alike instead of the ratio.
+    let (ours, reference) = if args.skip_reference {
+        let [ours] = measure_targets(&platform, &client, args, [ours_target]).await?;
+        let mut reference = Column::new(reference_name);
         reference.skipped = Some("--skip-reference".to_owned());
+        (ours, reference)
     } else {
-        let svc = serve::spawn_reference(&python, &script, &platform.url(), steps).await?;
-        measure_target(
-            &platform,
-            &client,
-            args,
-            serve::REFERENCE_MODULE,
-            svc,
-            &mut reference,
-        )
-        .await?;
-    }
+        let reference_svc =
+            serve::spawn_reference(&python, &script, &platform.url(), steps).await?;
+        let reference_target = Target::new(reference_name, serve::REFERENCE_MODULE, reference_svc);
+        let [ours, reference] =
+            measure_targets(&platform, &client, args, [ours_target, reference_target]).await?;
+        (ours, reference)
+    };
 
     let load_after = platform::load_average();
     let elapsed = started.elapsed();
@@ -251,9 +259,12 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         )
     };
     let notes = format!(
-        "Jobs: {shape}. Targets ran one after another on one nats-server with one abi-discovery (it created \
-         the jobs stream) and one abi-documents on SQLite (the run records), each target a \
-         process of its own serving its own module's jobs. Latency: {iters} triggers one at a \
+        "Jobs: {shape}. The floors ran one after another on one nats-server with one \
+         abi-discovery (it created the jobs stream) and one abi-documents on SQLite (the run \
+         records), each target a process of its own serving its own module's jobs; then ours \
+         and the reference's served side by side, their latency phases one after the other and \
+         their throughput cells alternating (ours, then the reference's, for each run of each \
+         cell). Latency: {iters} triggers one at a \
          time (each after the previous run's completion notice), {warmup} unmeasured first; \
          throughput: {triggers} triggers per cell published by {publishers} concurrent callers, \
          timed from the first publish to the last completion notice. {secs:.0} s in all. Load \
@@ -271,40 +282,98 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     ))
 }
 
-/// Measures one running target, with the CPU the shared services spend
-/// meanwhile, then stops it.
-async fn measure_target(
+/// A running host being measured and what its column gathers.
+struct Target {
+    module: &'static str,
+    svc: Service,
+    column: Column,
+    /// Seconds of CPU spent while this target was measured: host,
+    /// abi-documents, nats-server, the caller.
+    spent: [f64; 4],
+    /// The same, over the cells of the judged level only.
+    judged_spent: [f64; 4],
+    /// Runs that succeeded in the cells of the judged level.
+    judged_runs: u64,
+    /// Whether every CPU reading was available.
+    cpu_known: bool,
+}
+
+impl Target {
+    fn new(name: &'static str, module: &'static str, svc: Service) -> Self {
+        Self {
+            module,
+            svc,
+            column: Column::new(name),
+            spent: [0.0; 4],
+            judged_spent: [0.0; 4],
+            judged_runs: 0,
+            cpu_known: true,
+        }
+    }
+
+    /// Adds the CPU spent between `before` and now to this target; to the
+    /// judged level's too when `judged`.
+    fn account(&mut self, platform: &platform::Platform, before: &CpuSplit, judged: bool) {
+        match CpuSplit::now(platform, &self.svc).spent_since(before) {
+            Some(spent) => {
+                for (total, secs) in self.spent.iter_mut().zip(spent) {
+                    *total += secs;
+                }
+                if judged {
+                    for (total, secs) in self.judged_spent.iter_mut().zip(spent) {
+                        *total += secs;
+                    }
+                }
+            }
+            None => self.cpu_known = false,
+        }
+    }
+
+    /// The finished column; stops the host.
+    async fn finish(mut self) -> Column {
+        if self.cpu_known {
+            self.column.documents_cpu = Some(self.spent[1]);
+            self.column.nats_cpu = Some(self.spent[2]);
+            let runs = self.judged_runs.max(1) as f64;
+            self.column.cpu_per_run = Some(self.judged_spent.map(|secs| secs * 1e6 / runs));
+        }
+        match self.svc.usage() {
+            Ok(usage) => self.column.usage = Some(usage),
+            Err(error) => eprintln!("  {}: no CPU/RSS: {error:#}", self.column.name),
+        }
+        self.svc.stop().await;
+        self.column
+    }
+}
+
+/// Measures running targets: each one's latency phase in turn, then every
+/// throughput cell with the targets taking turns at each run of it; the
+/// CPU the shared services spend is counted to the target being measured.
+/// Stops them all, also when a phase fails.
+async fn measure_targets<const N: usize>(
     platform: &platform::Platform,
     client: &async_nats::Client,
     args: &Args,
-    module: &str,
-    svc: Service,
-    column: &mut Column,
-) -> anyhow::Result<()> {
-    let before = platform.cpu();
-    let phases = target_phases(platform, client, args, module, &svc, column).await;
-    let after = platform.cpu();
-    let spent = |a: Option<f64>, b: Option<f64>| Some(b? - a?);
-    column.documents_cpu = spent(before.documents, after.documents);
-    column.nats_cpu = spent(before.nats, after.nats);
-    match svc.usage() {
-        Ok(usage) => column.usage = Some(usage),
-        Err(error) => eprintln!("  {}: no CPU/RSS: {error:#}", column.name),
+    mut targets: [Target; N],
+) -> anyhow::Result<[Column; N]> {
+    let phases = target_phases(platform, client, args, &mut targets).await;
+    let mut columns = Vec::with_capacity(N);
+    for target in targets {
+        columns.push(target.finish().await);
     }
-    svc.stop().await;
-    phases
+    phases?;
+    columns
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("one column per target"))
 }
 
 async fn target_phases(
     platform: &platform::Platform,
     client: &async_nats::Client,
     args: &Args,
-    module: &str,
-    svc: &Service,
-    column: &mut Column,
+    targets: &mut [Target],
 ) -> anyhow::Result<()> {
-    let name = column.name;
-    let job = |job: &str| {
+    let job = |module: &str, job: &str| {
         JobClient::new(
             client.clone(),
             TokenSource::issued(token("api")),
@@ -313,51 +382,62 @@ async fn target_phases(
             job,
         )
     };
-    eprintln!("{name}: trigger-to-start x{}", args.iters());
-    let latency = workload::latency(
-        client,
-        &job(LATENCY_JOB),
-        &started_subject(module),
-        args.iters(),
-    )
-    .await?;
-    column.start = latency.start.summary();
-    column.done = latency.done.summary();
-    column.failed += latency.failed;
+    for target in targets.iter_mut() {
+        let name = target.column.name;
+        eprintln!("{name}: trigger-to-start x{}", args.iters());
+        let before = CpuSplit::now(platform, &target.svc);
+        let latency = workload::latency(
+            client,
+            &job(target.module, LATENCY_JOB),
+            &started_subject(target.module),
+            args.iters(),
+        )
+        .await?;
+        target.account(platform, &before, false);
+        target.column.start = latency.start.summary();
+        target.column.done = latency.done.summary();
+        target.column.failed += latency.failed;
+    }
     for n in LEVELS {
-        let before = CpuSplit::now(platform, svc);
-        let mut cells = Vec::new();
+        let judged = n == report::JUDGED_LEVEL;
+        let mut cells: Vec<Vec<workload::Cell>> = targets.iter().map(|_| Vec::new()).collect();
         for repeat in 1..=args.repeats() {
-            eprintln!(
-                "{name}: throughput at max_concurrency {n}, {} triggers (run {repeat} of {})",
-                args.triggers(),
-                args.repeats()
-            );
-            let cell = workload::throughput(
-                client,
-                &job(&cell_job(n)),
-                args.triggers(),
-                args.publishers.max(1),
-            )
-            .await?;
-            eprintln!(
-                "  {:.0} runs/s ({} succeeded, {} failed or missing, triggers stored at {:.0}/s)",
-                cell.rate, cell.succeeded, cell.failed, cell.publish_rate
-            );
-            column.failed += cell.failed;
-            cells.push(cell);
+            for (target, cells) in targets.iter_mut().zip(cells.iter_mut()) {
+                let name = target.column.name;
+                eprintln!(
+                    "{name}: throughput at max_concurrency {n}, {} triggers (run {repeat} of {})",
+                    args.triggers(),
+                    args.repeats()
+                );
+                let before = CpuSplit::now(platform, &target.svc);
+                let cell = workload::throughput(
+                    client,
+                    &job(target.module, &cell_job(n)),
+                    args.triggers(),
+                    args.publishers.max(1),
+                )
+                .await?;
+                target.account(platform, &before, judged);
+                eprintln!(
+                    "  {:.0} runs/s ({} succeeded, {} failed or missing, triggers stored at {:.0}/s)",
+                    cell.rate, cell.succeeded, cell.failed, cell.publish_rate
+                );
+                target.column.failed += cell.failed;
+                if judged {
+                    target.judged_runs += cell.succeeded;
+                }
+                cells.push(cell);
+            }
         }
-        if n == report::JUDGED_LEVEL {
-            // Over every run of the cell: CPU spent per run that succeeded.
-            let succeeded = cells.iter().map(|c| c.succeeded).sum();
-            column.cpu_per_run = CpuSplit::now(platform, svc).per_run_since(&before, succeeded);
-        }
-        column
-            .rates
-            .insert(n, cells.iter().map(|c| c.rate).collect());
-        cells.sort_by(|a, b| a.rate.total_cmp(&b.rate));
-        if let Some(median) = cells.into_iter().nth((args.repeats() - 1) / 2) {
-            column.throughput.insert(n, median);
+        for (target, mut cells) in targets.iter_mut().zip(cells) {
+            target
+                .column
+                .rates
+                .insert(n, cells.iter().map(|c| c.rate).collect());
+            cells.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+            if let Some(median) = cells.into_iter().nth((args.repeats() - 1) / 2) {
+                target.column.throughput.insert(n, median);
+            }
         }
     }
     Ok(())
