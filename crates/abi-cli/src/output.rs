@@ -25,14 +25,14 @@ impl Style {
 
     /// The ANSI colour of a status word, if it has one.
     fn code(status: &str) -> Option<&'static str> {
-        use abi_wire::status::{DEGRADED, DRAINING, READY, STAGED, STARTING};
+        use abi_wire::status::{DEGRADED, DRAINING, READY, STAGED, STARTING, edge::MISSING};
         Some(match status {
             READY => "32",
             DEGRADED => "33",
             STAGED => "36",
             STARTING => "34",
             DRAINING => "35",
-            "gone" | "expired" | "MISSING" | "cycle" => "31",
+            "gone" | "expired" | MISSING | "cycle" => "31",
             _ => return None,
         })
     }

@@ -3,6 +3,10 @@
 
 use std::fmt;
 
+/// The code label our services' metrics give a request answered without a
+/// refusal, beside the [`ErrorCode`] strings of the refused ones.
+pub const OK_LABEL: &str = "OK";
+
 /// The stable, upper-case codes a refused call carries in `CallError.code`.
 ///
 /// [`ErrorCode::as_str`] gives the exact strings the reference service sends,

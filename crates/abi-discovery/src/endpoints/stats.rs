@@ -15,7 +15,7 @@ use crate::telemetry::{Histogram, HistogramSnapshot};
 use abi_wire::discovery::Operation;
 
 /// The code label of a request answered without a `CallError`.
-pub const OK: &str = "OK";
+pub use abi_wire::codes::OK_LABEL as OK;
 /// The code label of a `CallError` code this version does not know.
 pub const OTHER: &str = "OTHER";
 

@@ -31,7 +31,7 @@ pub struct Metrics {
 impl Metrics {
     /// Counts one answered request (`code` `None`: success).
     pub fn observe(&self, operation: Operation, code: Option<ErrorCode>, took: Duration) {
-        let code = code.map_or("OK", ErrorCode::as_str);
+        let code = code.map_or(abi_wire::codes::OK_LABEL, ErrorCode::as_str);
         let secs = took.as_secs_f64();
         // A poisoned lock only means another thread panicked mid-update: the
         // counters stay usable.

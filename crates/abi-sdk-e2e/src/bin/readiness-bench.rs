@@ -44,7 +44,7 @@ async fn main() {
         env.push(("E2E_DEPS".into(), "bench_a:1".into()));
         let mut b_py = ModuleProc::spawn_python("bench_py", PYTHON_MODULE, &env);
         for id in ["bench_watch", "bench_poll", "bench_py"] {
-            world.wait_status(id, "STARTING").await;
+            world.wait_status(id, abi_wire::status::STARTING).await;
         }
         let mut a = world.spawn("bench_a", &[]);
         let ready = ModuleProc::time_of(&a.expect("run").await);
