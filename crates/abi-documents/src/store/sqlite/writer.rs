@@ -216,14 +216,14 @@ fn run_batch(
                 _ => DocumentError::Storage(super::error::STORAGE_MESSAGE.to_owned()),
             });
         }
-        if !savepoint && !alone && matches!(result, Err(DocumentError::Storage(_))) {
+        if !savepoint
+            && !alone
+            && let Err(e @ DocumentError::Storage(_)) = result
+        {
             // A storage failure may come after the write (a stored row that
             // does not read back): without a savepoint only the whole
             // transaction can undo it, so the batch fails as one.
-            return Err(match result {
-                Err(e) => e,
-                Ok(_) => DocumentError::Storage(super::error::STORAGE_MESSAGE.to_owned()),
-            });
+            return Err(e);
         }
         if savepoint {
             if WriteOutput::failed(&result) {
