@@ -92,6 +92,16 @@ impl Datetime {
         self.format(false)
     }
 
+    /// The length of [`Self::isoformat`]'s text, without making it.
+    pub fn isoformat_len(self) -> usize {
+        // `YYYY-MM-DDTHH:MM:SS` and `+00:00`, and `.ffffff` unless whole.
+        if self.unix_micros.rem_euclid(1_000_000) == 0 {
+            25
+        } else {
+            32
+        }
+    }
+
     /// Python's `isoformat(timespec="microseconds")` in UTC: always six
     /// fraction digits (the stored form).
     pub fn isoformat_micros(self) -> String {
@@ -101,24 +111,39 @@ impl Datetime {
     fn format(self, always_fraction: bool) -> String {
         let secs = self.unix_micros.div_euclid(1_000_000);
         let micros = self.unix_micros.rem_euclid(1_000_000);
-        // In range by construction: from_unix_micros keeps years 1..=9999.
-        let Ok(at) = OffsetDateTime::from_unix_timestamp(secs) else {
-            return String::new();
-        };
-        let mut out = format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            at.year(),
-            u8::from(at.month()),
-            at.day(),
-            at.hour(),
-            at.minute(),
-            at.second()
-        );
+        let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+        let second_of_day = secs.rem_euclid(86_400);
+        // Digits pushed one by one: `format!` took a tenth of a put's
+        // reply. Years are 1..=9999 by construction (from_unix_micros).
+        let mut out = Vec::with_capacity(32);
+        push_digits(&mut out, year, 4);
+        out.push(b'-');
+        push_digits(&mut out, month, 2);
+        out.push(b'-');
+        push_digits(&mut out, day, 2);
+        out.push(b'T');
+        push_digits(&mut out, second_of_day / 3600, 2);
+        out.push(b':');
+        push_digits(&mut out, second_of_day / 60 % 60, 2);
+        out.push(b':');
+        push_digits(&mut out, second_of_day % 60, 2);
         if always_fraction || micros != 0 {
-            out.push_str(&format!(".{micros:06}"));
+            out.push(b'.');
+            push_digits(&mut out, micros, 6);
         }
-        out.push_str("+00:00");
-        out
+        out.extend_from_slice(b"+00:00");
+        // Only ASCII digits and separators were pushed.
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// Appends the last `width` decimal digits of `value` (non-negative),
+/// zero-padded.
+fn push_digits(out: &mut Vec<u8>, value: i64, width: u32) {
+    for place in (0..width).rev() {
+        let digit = value / 10_i64.pow(place) % 10;
+        // 0..=9 for a non-negative value.
+        out.push(b'0' + digit.unsigned_abs() as u8);
     }
 }
 
@@ -474,6 +499,42 @@ mod tests {
         match Datetime::parse_iso(text) {
             Ok(d) => d.isoformat(),
             Err(e) => format!("ERR {e}"),
+        }
+    }
+
+    /// The digits written by hand agree with `time`'s calendar over the
+    /// whole range, both forms.
+    #[test]
+    fn formats_as_the_calendar_does() {
+        let oracle = |micros: i64, always: bool| {
+            let at = OffsetDateTime::from_unix_timestamp(micros.div_euclid(1_000_000)).unwrap();
+            let fraction = micros.rem_euclid(1_000_000);
+            let mut text = format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+                at.year(),
+                u8::from(at.month()),
+                at.day(),
+                at.hour(),
+                at.minute(),
+                at.second()
+            );
+            if always || fraction != 0 {
+                text.push_str(&format!(".{fraction:06}"));
+            }
+            text + "+00:00"
+        };
+        let mut micros = vec![MIN_MICROS, MAX_MICROS, 0, -1, 1, 951_782_400_000_000];
+        // A spread over the range, odd steps so every field moves.
+        let mut at = MIN_MICROS;
+        while at < MAX_MICROS - 7_777_777_777_777_777 {
+            at += 7_777_777_777_777_777 / 997 * 31 + 123_457;
+            micros.push(at);
+        }
+        for m in micros {
+            let d = Datetime::from_unix_micros(m).unwrap();
+            assert_eq!(d.isoformat(), oracle(m, false), "{m}");
+            assert_eq!(d.isoformat_len(), d.isoformat().len(), "{m}");
+            assert_eq!(d.isoformat_micros(), oracle(m, true), "{m}");
         }
     }
 

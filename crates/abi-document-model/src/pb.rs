@@ -49,6 +49,42 @@ pub fn data_from_pb(data: &pb::Data) -> Result<Data, DocumentError> {
         .collect()
 }
 
+/// [`value_from_pb`], moving the strings and bytes out of `value` instead
+/// of copying them.
+///
+/// # Errors
+///
+/// As [`value_from_pb`].
+pub fn value_from_pb_owned(value: pb::Value) -> Result<Value, DocumentError> {
+    let Some(kind) = value.kind else {
+        return Err(DocumentError::invalid("Document value has no kind"));
+    };
+    Ok(match kind {
+        Kind::StringValue(s) => Value::String(s),
+        Kind::BytesValue(b) => Value::Bytes(b),
+        Kind::ListValue(list) => Value::List(
+            list.items
+                .into_iter()
+                .map(value_from_pb_owned)
+                .collect::<Result<_, _>>()?,
+        ),
+        Kind::ObjectValue(data) => Value::Object(data_from_pb_owned(data)?),
+        scalar => value_from_pb(&pb::Value { kind: Some(scalar) })?,
+    })
+}
+
+/// [`data_from_pb`], moving the keys and values out of `data`.
+///
+/// # Errors
+///
+/// As [`value_from_pb`], for the first bad field.
+pub fn data_from_pb_owned(data: pb::Data) -> Result<Data, DocumentError> {
+    data.fields
+        .into_iter()
+        .map(|(k, v)| Ok((k, value_from_pb_owned(v)?)))
+        .collect()
+}
+
 /// The wire form of a value (datetimes as Python's `isoformat()` in UTC).
 pub fn value_to_pb(value: &Value) -> pb::Value {
     let kind = match value {
@@ -105,6 +141,25 @@ pub fn document_from_pb(doc: &pb::Document) -> Result<Document, DocumentError> {
         created_at: Datetime::parse_iso(&doc.created_at)?,
         updated_at: Datetime::parse_iso(&doc.updated_at)?,
         version: doc.version,
+    })
+}
+
+/// [`document_from_pb`], moving the document's parts out of `doc`.
+///
+/// # Errors
+///
+/// As [`document_from_pb`].
+pub fn document_from_pb_owned(doc: pb::Document) -> Result<Document, DocumentError> {
+    Ok(Document {
+        data: doc
+            .data
+            .map(data_from_pb_owned)
+            .transpose()?
+            .unwrap_or_default(),
+        created_at: Datetime::parse_iso(&doc.created_at)?,
+        updated_at: Datetime::parse_iso(&doc.updated_at)?,
+        version: doc.version,
+        id: doc.id,
     })
 }
 

@@ -1,0 +1,263 @@
+//! Protobuf bytes written straight from the model, without building the
+//! `abi.document.v1` messages first.
+//!
+//! [`crate::pb`] converts a document to its generated message, copying every
+//! key and string, and prost then encodes that copy. On the hot paths (a
+//! put's request in the SDK, a put's reply in the service) the copy is all
+//! waste, so these functions write the same bytes as prost would from the
+//! converted message (field order, map entries in key order, defaults
+//! skipped as prost skips them), checked byte for byte against it in the
+//! tests below.
+
+use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+
+use crate::{Data, Document, Value};
+
+/// Field numbers of `abi.document.v1.Value`'s `kind`.
+mod value_tag {
+    pub const NULL: u32 = 1;
+    pub const STRING: u32 = 2;
+    pub const INT: u32 = 3;
+    pub const FLOAT: u32 = 4;
+    pub const BOOL: u32 = 5;
+    pub const BYTES: u32 = 6;
+    pub const DATETIME: u32 = 7;
+    pub const LIST: u32 = 8;
+    pub const OBJECT: u32 = 9;
+}
+
+/// `Data.fields`, `Values.items` and a map entry's key and value.
+const FIELDS_TAG: u32 = 1;
+const ITEMS_TAG: u32 = 1;
+const ENTRY_KEY_TAG: u32 = 1;
+const ENTRY_VALUE_TAG: u32 = 2;
+
+/// Field numbers of `abi.document.v1.Document`.
+mod document_tag {
+    pub const ID: u32 = 1;
+    pub const DATA: u32 = 2;
+    pub const CREATED_AT: u32 = 3;
+    pub const UPDATED_AT: u32 = 4;
+    pub const VERSION: u32 = 5;
+}
+
+/// The length of a length-delimited field `tag` holding `len` bytes.
+fn delimited_len(tag: u32, len: usize) -> usize {
+    key_len(tag) + encoded_len_varint(len as u64) + len
+}
+
+fn encode_delimited_header(tag: u32, len: usize, buf: &mut Vec<u8>) {
+    encode_key(tag, WireType::LengthDelimited, buf);
+    encode_varint(len as u64, buf);
+}
+
+fn encode_str(tag: u32, text: &str, buf: &mut Vec<u8>) {
+    encode_delimited_header(tag, text.len(), buf);
+    buf.extend_from_slice(text.as_bytes());
+}
+
+/// The encoded length of a `Value` message's body.
+fn value_len(value: &Value) -> usize {
+    use value_tag as t;
+    match value {
+        Value::Null => key_len(t::NULL) + 1,
+        Value::Bool(_) => key_len(t::BOOL) + 1,
+        Value::Int(n) => encoding::sint64::encoded_len(t::INT, n),
+        Value::Float(_) => key_len(t::FLOAT) + 8,
+        Value::String(s) => delimited_len(t::STRING, s.len()),
+        Value::Bytes(b) => delimited_len(t::BYTES, b.len()),
+        Value::Datetime(d) => delimited_len(t::DATETIME, d.isoformat_len()),
+        Value::List(items) => delimited_len(t::LIST, list_len(items)),
+        Value::Object(data) => delimited_len(t::OBJECT, data_len(data)),
+    }
+}
+
+fn encode_value(value: &Value, buf: &mut Vec<u8>) {
+    use value_tag as t;
+    match value {
+        Value::Null => encoding::bool::encode(t::NULL, &true, buf),
+        Value::Bool(b) => encoding::bool::encode(t::BOOL, b, buf),
+        Value::Int(n) => encoding::sint64::encode(t::INT, n, buf),
+        Value::Float(x) => encoding::double::encode(t::FLOAT, x, buf),
+        Value::String(s) => encode_str(t::STRING, s, buf),
+        Value::Bytes(b) => {
+            encode_delimited_header(t::BYTES, b.len(), buf);
+            buf.extend_from_slice(b);
+        }
+        Value::Datetime(d) => encode_str(t::DATETIME, &d.isoformat(), buf),
+        Value::List(items) => {
+            encode_delimited_header(t::LIST, list_len(items), buf);
+            for item in items {
+                encode_delimited_header(ITEMS_TAG, value_len(item), buf);
+                encode_value(item, buf);
+            }
+        }
+        Value::Object(data) => {
+            encode_delimited_header(t::OBJECT, data_len(data), buf);
+            encode_data_body(data, buf);
+        }
+    }
+}
+
+/// The encoded length of a `Values` message's body.
+fn list_len(items: &[Value]) -> usize {
+    items
+        .iter()
+        .map(|item| delimited_len(ITEMS_TAG, value_len(item)))
+        .sum()
+}
+
+/// A map entry's body: the key unless empty (prost skips defaults in
+/// entries), then the value (never the default: a model value has a kind).
+fn entry_len(key: &str, value: &Value) -> usize {
+    let key = if key.is_empty() {
+        0
+    } else {
+        delimited_len(ENTRY_KEY_TAG, key.len())
+    };
+    key + delimited_len(ENTRY_VALUE_TAG, value_len(value))
+}
+
+/// The encoded length of a `Data` message's body.
+pub fn data_len(data: &Data) -> usize {
+    data.iter()
+        .map(|(key, value)| delimited_len(FIELDS_TAG, entry_len(key, value)))
+        .sum()
+}
+
+/// Appends the body of the `Data` message holding `data` (what
+/// `prost::Message::encode_raw` writes for [`crate::pb::data_to_pb`]).
+pub fn encode_data_body(data: &Data, buf: &mut Vec<u8>) {
+    for (key, value) in data {
+        encode_delimited_header(FIELDS_TAG, entry_len(key, value), buf);
+        if !key.is_empty() {
+            encode_str(ENTRY_KEY_TAG, key, buf);
+        }
+        encode_delimited_header(ENTRY_VALUE_TAG, value_len(value), buf);
+        encode_value(value, buf);
+    }
+}
+
+/// Appends field `tag` holding the `Data` message of `data`.
+pub fn encode_data_field(tag: u32, data: &Data, buf: &mut Vec<u8>) {
+    encode_delimited_header(tag, data_len(data), buf);
+    encode_data_body(data, buf);
+}
+
+/// The encoded length of the `Document` message of `doc`.
+fn document_len(doc: &Document) -> usize {
+    use document_tag as t;
+    let text = |tag, len| if len == 0 { 0 } else { delimited_len(tag, len) };
+    text(t::ID, doc.id.len())
+        + delimited_len(t::DATA, data_len(&doc.data))
+        + text(t::CREATED_AT, doc.created_at.isoformat_len())
+        + text(t::UPDATED_AT, doc.updated_at.isoformat_len())
+        + if doc.version == 0 {
+            0
+        } else {
+            encoding::int64::encoded_len(t::VERSION, &doc.version)
+        }
+}
+
+/// Appends field `tag` holding the `Document` message of `doc` (what
+/// prost writes for [`crate::pb::document_to_pb`]).
+pub fn encode_document_field(tag: u32, doc: &Document, buf: &mut Vec<u8>) {
+    use document_tag as t;
+    encode_delimited_header(tag, document_len(doc), buf);
+    if !doc.id.is_empty() {
+        encode_str(t::ID, &doc.id, buf);
+    }
+    encode_data_field(t::DATA, &doc.data, buf);
+    // isoformat is never empty; prost would skip an empty string.
+    encode_str(t::CREATED_AT, &doc.created_at.isoformat(), buf);
+    encode_str(t::UPDATED_AT, &doc.updated_at.isoformat(), buf);
+    if doc.version != 0 {
+        encoding::int64::encode(t::VERSION, &doc.version, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use prost::Message as _;
+
+    use super::*;
+    use crate::Datetime;
+    use crate::pb::{data_to_pb, document_to_pb};
+    use abi_proto::document::v1 as pb;
+
+    fn sample() -> Data {
+        let mut inner = Data::new();
+        inner.insert("deep".into(), Value::List(vec![]));
+        inner.insert(String::new(), Value::String(String::new()));
+        let mut data = Data::new();
+        data.insert("null".into(), Value::Null);
+        data.insert("t".into(), Value::Bool(true));
+        data.insert("f".into(), Value::Bool(false));
+        data.insert("zero".into(), Value::Int(0));
+        data.insert("neg".into(), Value::Int(i64::MIN));
+        data.insert("big".into(), Value::Int(i64::MAX));
+        data.insert("float".into(), Value::Float(-0.0));
+        data.insert("pi".into(), Value::Float(3.25));
+        data.insert("empty".into(), Value::String(String::new()));
+        data.insert("text".into(), Value::String("héllo \u{1F600}".repeat(40)));
+        data.insert("bytes".into(), Value::Bytes(vec![0, 1, 255]));
+        data.insert(
+            "at".into(),
+            Value::Datetime(Datetime::from_unix_micros(1_700_000_000_000_000).unwrap()),
+        );
+        data.insert(
+            "at_us".into(),
+            Value::Datetime(Datetime::from_unix_micros(-1_700_000_000_000_123).unwrap()),
+        );
+        data.insert(
+            "list".into(),
+            Value::List(vec![
+                Value::Int(-3),
+                Value::Object(inner.clone()),
+                Value::Null,
+            ]),
+        );
+        data.insert("obj".into(), Value::Object(inner));
+        data.insert(String::new(), Value::Int(7));
+        data
+    }
+
+    #[test]
+    fn data_bytes_are_prosts() {
+        for data in [Data::new(), sample()] {
+            let mut ours = Vec::new();
+            encode_data_body(&data, &mut ours);
+            assert_eq!(ours, data_to_pb(&data).encode_to_vec());
+            assert_eq!(data_len(&data), ours.len());
+            let request = pb::PutRequest {
+                data: Some(data_to_pb(&data)),
+                ..Default::default()
+            };
+            let mut field = Vec::new();
+            encode_data_field(5, &data, &mut field);
+            assert_eq!(field, request.encode_to_vec());
+        }
+    }
+
+    #[test]
+    fn document_bytes_are_prosts() {
+        let at = |micros| Datetime::from_unix_micros(micros).unwrap();
+        for (id, version) in [("doc-1", 3), ("", 0), ("x", -1)] {
+            let doc = Document {
+                id: id.into(),
+                data: sample(),
+                created_at: at(1_700_000_000_000_000),
+                updated_at: at(1_700_000_000_654_321),
+                version,
+            };
+            let reply = pb::PutResponse {
+                document: Some(document_to_pb(&doc)),
+                ..Default::default()
+            };
+            let mut ours = Vec::new();
+            encode_document_field(2, &doc, &mut ours);
+            assert_eq!(ours, reply.encode_to_vec());
+        }
+    }
+}
