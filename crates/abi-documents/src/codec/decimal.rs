@@ -3,15 +3,32 @@
 
 use std::cmp::Ordering;
 
-/// A finite decimal: sign, significant digits without leading or trailing
-/// zeros, and the power of ten of the last digit.
-struct Decimal {
+/// A finite decimal: sign, significant digits (ASCII, without leading or
+/// trailing zeros; `head` then `tail`, slices of the text, so a comparison
+/// allocates nothing: the collation runs on every index entry compared) and
+/// the power of ten of the last digit.
+struct Decimal<'a> {
     negative: bool,
-    digits: Vec<u8>,
+    head: &'a [u8],
+    tail: &'a [u8],
     exponent: i64,
 }
 
-fn parse(text: &str) -> Option<Decimal> {
+impl Decimal<'_> {
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// The `i`th significant digit, `b'0'` past the last.
+    fn digit(&self, i: usize) -> u8 {
+        match self.head.get(i) {
+            Some(&d) => d,
+            None => self.tail.get(i - self.head.len()).copied().unwrap_or(b'0'),
+        }
+    }
+}
+
+fn parse(text: &str) -> Option<Decimal<'_>> {
     let trimmed = text.trim();
     let (negative, body) = match trimmed.as_bytes().first()? {
         b'-' => (true, &trimmed[1..]),
@@ -29,36 +46,47 @@ fn parse(text: &str) -> Option<Decimal> {
     if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut digits: Vec<u8> = int.bytes().chain(frac.bytes()).map(|b| b - b'0').collect();
     let mut exponent = exponent.checked_sub(frac.len() as i64)?;
-    let leading = digits.iter().take_while(|&&d| d == 0).count();
-    digits.drain(..leading);
-    while digits.last() == Some(&0) {
-        digits.pop();
+    let (mut head, mut tail) = (int.as_bytes(), frac.as_bytes());
+    while let [b'0', rest @ ..] = head {
+        head = rest;
+    }
+    if head.is_empty() {
+        while let [b'0', rest @ ..] = tail {
+            tail = rest;
+        }
+    }
+    while let [rest @ .., b'0'] = tail {
+        tail = rest;
         exponent += 1;
     }
+    if tail.is_empty() {
+        while let [rest @ .., b'0'] = head {
+            head = rest;
+            exponent += 1;
+        }
+    }
     Some(Decimal {
-        negative: negative && !digits.is_empty(),
-        digits,
+        negative: negative && !(head.is_empty() && tail.is_empty()),
+        head,
+        tail,
         exponent,
     })
 }
 
-fn compare_magnitude(a: &Decimal, b: &Decimal) -> Ordering {
-    match (a.digits.is_empty(), b.digits.is_empty()) {
+fn compare_magnitude(a: &Decimal<'_>, b: &Decimal<'_>) -> Ordering {
+    match (a.len() == 0, b.len() == 0) {
         (true, true) => return Ordering::Equal,
         (true, false) => return Ordering::Less,
         (false, true) => return Ordering::Greater,
         _ => {}
     }
     // The position of the leading digit decides first, then the digits.
-    let lead_a = a.exponent + a.digits.len() as i64;
-    let lead_b = b.exponent + b.digits.len() as i64;
+    let lead_a = a.exponent + a.len() as i64;
+    let lead_b = b.exponent + b.len() as i64;
     lead_a.cmp(&lead_b).then_with(|| {
-        let n = a.digits.len().max(b.digits.len());
-        (0..n)
-            .map(|i| (a.digits.get(i).unwrap_or(&0), b.digits.get(i).unwrap_or(&0)))
-            .map(|(x, y)| x.cmp(y))
+        (0..a.len().max(b.len()))
+            .map(|i| a.digit(i).cmp(&b.digit(i)))
             .find(|o| o.is_ne())
             .unwrap_or(Ordering::Equal)
     })
@@ -99,6 +127,19 @@ mod tests {
             ("1e+100", "-1.7976931348623157e+308", Greater),
             ("0.5", "0.25", Greater),
             ("1", "1.0", Equal),
+            ("007", "7", Equal),
+            ("0.0100", "0.01", Equal),
+            ("100", "1e2", Equal),
+            ("100.5", "1005e-1", Equal),
+            ("0.000", "-0", Equal),
+            (" 5 ", "4.999", Greater),
+            ("120", "12", Greater),
+            ("0.012", "0.0119", Greater),
+            ("-0.012", "-0.0119", Less),
+            ("1.20e1", "12", Equal),
+            ("abc", "1e999", Greater),
+            ("abc", "abd", Less),
+            ("", "0", Greater),
         ] {
             assert_eq!(compare_numeric_text(a, b), expected, "{a} vs {b}");
         }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use abi_document_model::pb::{
-    data_from_pb, document_to_pb, order_from_pb, spec_from_pb, spec_to_pb, where_from_pb,
+    data_from_pb_owned, document_to_pb, order_from_pb, spec_from_pb, spec_to_pb, where_from_pb,
 };
 use abi_document_model::validate::{
     validate_data, validate_max_bytes, validate_name, validate_query, validate_spec,
@@ -83,6 +83,49 @@ pub struct Handler<S> {
     overflow: Option<Arc<OverflowHost>>,
 }
 
+/// A successful reply as bytes.
+trait Encode {
+    /// The refusal's code when the reply is one.
+    fn code(&self) -> Option<ErrorCode>;
+    /// The protobuf bytes.
+    fn into_payload(self) -> Vec<u8>;
+}
+
+impl<T: prost::Message + Reply> Encode for T {
+    fn code(&self) -> Option<ErrorCode> {
+        self.call_error()
+            .and_then(|error| ErrorCode::from_wire(&error.code))
+    }
+
+    fn into_payload(self) -> Vec<u8> {
+        self.encode_to_vec()
+    }
+}
+
+/// A put's or a get's answer, `PutResponse` and `GetResponse` alike
+/// (`document = 2`, no error), written straight from the document rather
+/// than through a copy of it in the generated message.
+struct DocumentReply(Document);
+
+/// `document` in `PutResponse` and `GetResponse`.
+const REPLY_DOCUMENT_TAG: u32 = 2;
+
+impl Encode for DocumentReply {
+    fn code(&self) -> Option<ErrorCode> {
+        None
+    }
+
+    fn into_payload(self) -> Vec<u8> {
+        let mut payload = Vec::new();
+        abi_document_model::encode::encode_document_field(
+            REPLY_DOCUMENT_TAG,
+            &self.0,
+            &mut payload,
+        );
+        payload
+    }
+}
+
 /// The message of an unauthenticated call (the reference's).
 pub const UNAUTHENTICATED_MESSAGE: &str = "missing or invalid auth token";
 
@@ -141,11 +184,12 @@ impl<S: DocumentStore> Handler<S> {
 
     /// Authenticates, checks the operation's rights, decodes, runs `op`, and
     /// encodes whatever comes out.
-    async fn serve<'h, R, F, Fut>(&'h self, request: Request<'_>, op: F) -> Answer
+    async fn serve<'h, R, F, Fut, Out>(&'h self, request: Request<'_>, op: F) -> Answer
     where
         R: DocumentRpc,
         F: FnOnce(&'h Self, Call, R) -> Fut,
-        Fut: Future<Output = Result<R::Response, DocumentError>>,
+        Fut: Future<Output = Result<Out, DocumentError>>,
+        Out: Encode,
     {
         let Some(identity) = request
             .token
@@ -202,10 +246,8 @@ impl<S: DocumentStore> Handler<S> {
             Ok(reply) => Answer {
                 // A batch refused by one of its writes answers its index
                 // beside the refusal.
-                code: reply
-                    .call_error()
-                    .and_then(|error| ErrorCode::from_wire(&error.code)),
-                payload: reply.encode_to_vec(),
+                code: reply.code(),
+                payload: reply.into_payload(),
             },
             Err(error) => refused::<R>(&error),
         }
@@ -300,10 +342,10 @@ impl<S: DocumentStore> Handler<S> {
         })
     }
 
-    async fn put(&self, call: Call, r: pb::PutRequest) -> Result<pb::PutResponse, DocumentError> {
+    async fn put(&self, call: Call, r: pb::PutRequest) -> Result<DocumentReply, DocumentError> {
         validate_name(&r.namespace)?;
         self.check_write(&call, &r.namespace)?;
-        let data = data_from_pb(&r.data.unwrap_or_default())?;
+        let data = data_from_pb_owned(r.data.unwrap_or_default())?;
         validate_data(&data, None)?;
         validate_version(r.if_version)?;
         validate_name(&r.collection)?;
@@ -317,10 +359,7 @@ impl<S: DocumentStore> Handler<S> {
             .store
             .put(&r.namespace, &r.collection, &r.id, data, r.if_version)
             .await?;
-        Ok(pb::PutResponse {
-            document: Some(document_to_pb(&doc)),
-            ..Default::default()
-        })
+        Ok(DocumentReply(doc))
     }
 
     /// Checks every write as its single operation checks it, then stores
@@ -375,7 +414,7 @@ impl<S: DocumentStore> Handler<S> {
             Some(W::Put(r)) => {
                 validate_name(&r.namespace)?;
                 self.check_write(call, &r.namespace)?;
-                let data = data_from_pb(&r.data.unwrap_or_default())?;
+                let data = data_from_pb_owned(r.data.unwrap_or_default())?;
                 validate_data(&data, None)?;
                 validate_version(r.if_version)?;
                 validate_name(&r.collection)?;
@@ -407,15 +446,12 @@ impl<S: DocumentStore> Handler<S> {
         }
     }
 
-    async fn get(&self, _call: Call, r: pb::GetRequest) -> Result<pb::GetResponse, DocumentError> {
+    async fn get(&self, _call: Call, r: pb::GetRequest) -> Result<DocumentReply, DocumentError> {
         validate_name(&r.namespace)?;
         validate_name(&r.collection)?;
         validate_name(&r.id)?;
         let doc = self.store.get(&r.namespace, &r.collection, &r.id).await?;
-        Ok(pb::GetResponse {
-            document: Some(document_to_pb(&doc)),
-            ..Default::default()
-        })
+        Ok(DocumentReply(doc))
     }
 
     async fn delete(

@@ -34,7 +34,7 @@ pub use ops::normalized_ddl;
 
 use ops::Shared;
 use readers::Readers;
-use writer::{WriteCmd, WriteOp, WriteOutput};
+use writer::{Prepared, WriteCmd, WriteOp, WriteOutput};
 
 /// Read connections by default: reads are short, and the machine has few
 /// cores; more connections mostly add memory.
@@ -242,13 +242,13 @@ impl DocumentStore for SqliteStore {
         validate_name(id)?;
         validate_version(if_version)?;
         let output = self
-            .write(WriteOp::Document(Write::Put {
+            .write(WriteOp::Document(Prepared::new(Write::Put {
                 namespace: namespace.to_owned(),
                 collection: collection.to_owned(),
                 id: id.to_owned(),
                 data,
                 if_version,
-            }))
+            })))
             .await?;
         match output {
             WriteOutput::Document(document) => Ok(*document),
@@ -281,12 +281,12 @@ impl DocumentStore for SqliteStore {
     ) -> Result<(), DocumentError> {
         validate_name(id)?;
         validate_version(if_version)?;
-        self.write(WriteOp::Document(Write::Delete {
+        self.write(WriteOp::Document(Prepared::new(Write::Delete {
             namespace: namespace.to_owned(),
             collection: collection.to_owned(),
             id: id.to_owned(),
             if_version,
-        }))
+        })))
         .await
         .map(|_| ())
     }
@@ -304,6 +304,7 @@ impl DocumentStore for SqliteStore {
         // A failure of the whole command (storage, a closed store): nothing
         // of the batch was kept.
         let whole = |error| BatchFailure { index: None, error };
+        let writes = writes.into_iter().map(Prepared::new).collect();
         match self.write(WriteOp::Batch(writes)).await.map_err(whole)? {
             WriteOutput::Batch(Ok(outputs)) => Ok(outputs
                 .into_iter()

@@ -70,6 +70,11 @@ fn document(row: &Row<'_>) -> rusqlite::Result<Result<Document, DocumentError>> 
     })())
 }
 
+/// The JSON a document's data is stored as.
+pub fn stored_json(data: &Data) -> String {
+    dumps(&encode_data(data))
+}
+
 /// A put's answer from a row of [`crate::sql::statements::PUT_STAMP_COLUMNS`]
 /// and the data it stored.
 fn put_stamps(row: &Row<'_>) -> rusqlite::Result<(String, String, i64)> {
@@ -234,12 +239,14 @@ impl Shared {
         Ok(())
     }
 
-    /// Writes a document (names and version already checked).
+    /// Writes a document (names and version already checked) whose stored
+    /// JSON, [`stored_json`] of `data`, is `raw`.
     ///
     /// # Errors
     ///
     /// `COLLECTION_NOT_FOUND`, `INVALID_ARGUMENT` (data), `VERSION_CONFLICT`,
     /// `UNIQUE_VIOLATION`, storage errors.
+    #[allow(clippy::too_many_arguments)] // a put's fields, as the writer holds them
     pub fn put(
         &self,
         conn: &Connection,
@@ -247,17 +254,17 @@ impl Shared {
         collection: &str,
         id: &str,
         data: Data,
+        raw: &str,
         if_version: Option<i64>,
     ) -> Result<Document, DocumentError> {
         let spec = self.require_collection(conn, namespace, collection)?;
         validate_data(&data, Some(&spec))?;
-        let raw = dumps(&encode_data(&data));
         let now = Datetime::now().isoformat_micros();
         let statement = self.compiler().put(&PutRow {
             namespace,
             collection,
             id,
-            raw: &raw,
+            raw,
             now: &now,
             if_version,
         });

@@ -40,9 +40,32 @@ pub enum WriteOp {
         collection: String,
     },
     /// `put` or `delete`.
-    Document(Write),
+    Document(Prepared),
     /// `batch`: puts and deletes, all or none (one savepoint holds them).
-    Batch(Vec<Write>),
+    Batch(Vec<Prepared>),
+}
+
+/// A put or a delete with a put's stored JSON encoded before it is queued:
+/// the writer thread bounds the store's throughput, and encoding is not
+/// storage, so the tasks queueing writes do it in parallel.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The write.
+    pub write: Write,
+    /// A put's data as stored ([`super::ops::stored_json`]); empty for a
+    /// delete.
+    pub raw: String,
+}
+
+impl Prepared {
+    /// `write` with its stored JSON.
+    pub fn new(write: Write) -> Self {
+        let raw = match &write {
+            Write::Put { data, .. } => super::ops::stored_json(data),
+            Write::Delete { .. } => String::new(),
+        };
+        Self { write, raw }
+    }
 }
 
 /// What a write answers.
@@ -141,9 +164,9 @@ fn apply(
 fn write_document(
     conn: &Connection,
     shared: &Shared,
-    write: &mut Write,
+    prepared: &mut Prepared,
 ) -> Result<WriteOutput, DocumentError> {
-    match write {
+    match &mut prepared.write {
         Write::Put {
             namespace,
             collection,
@@ -157,6 +180,7 @@ fn write_document(
                 collection,
                 id,
                 std::mem::take(data),
+                &prepared.raw,
                 *if_version,
             )
             .map(|d| WriteOutput::Document(Box::new(d))),
