@@ -174,6 +174,44 @@ document_rpc! {
     BatchRequest => BatchResponse, Batch;
 }
 
+/// A `PutResponse` read for its document's stamps only (same field
+/// numbers): what a caller keeping the data it sent needs. The document's
+/// data is skipped as an unknown field, never decoded (decoding and
+/// converting it back took a tenth of a job host's CPU per run).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PutStamped {
+    /// The refusal, if any.
+    #[prost(message, optional, tag = "1")]
+    pub error: Option<common::CallError>,
+    /// The stored document, but its data.
+    #[prost(message, optional, tag = "2")]
+    pub document: Option<DocumentStamps>,
+}
+crate::rpc::reply!(PutStamped);
+
+/// An `abi.document.v1.Document` without its data (field 2).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DocumentStamps {
+    /// The document's id.
+    #[prost(string, tag = "1")]
+    pub id: String,
+    /// When it was created (ISO 8601).
+    #[prost(string, tag = "3")]
+    pub created_at: String,
+    /// When it was last written (ISO 8601).
+    #[prost(string, tag = "4")]
+    pub updated_at: String,
+    /// Its version.
+    #[prost(int64, tag = "5")]
+    pub version: i64,
+}
+
+/// `PutRequest.data`'s field number, for a request whose data is written
+/// straight from the model.
+pub const PUT_REQUEST_DATA_TAG: u32 = 5;
+/// `PutRequest.if_version`'s field number.
+pub const PUT_REQUEST_IF_VERSION_TAG: u32 = 6;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +229,50 @@ mod tests {
         assert_eq!(&Operation::SERVED[..10], &Operation::ALL[..]);
         assert!(Operation::Namespaces.is_admin());
         assert!(!Operation::Find.is_admin());
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_put_reply_reads_as_its_stamps() {
+        use prost::Message as _;
+        let mut fields = std::collections::BTreeMap::new();
+        fields.insert(
+            "k".to_owned(),
+            pb::Value {
+                kind: Some(pb::value::Kind::StringValue("v".repeat(300))),
+            },
+        );
+        let full = pb::PutResponse {
+            error: None,
+            document: Some(pb::Document {
+                id: "d-1".into(),
+                data: Some(pb::Data { fields }),
+                created_at: "2026-01-01T00:00:00+00:00".into(),
+                updated_at: "2026-01-02T00:00:00.000001+00:00".into(),
+                version: 42,
+            }),
+        };
+        let stamped = PutStamped::decode(full.encode_to_vec().as_slice()).unwrap();
+        let stamps = stamped.document.unwrap();
+        assert_eq!(stamps.id, "d-1");
+        assert_eq!(stamps.version, 42);
+        assert_eq!(stamps.created_at, "2026-01-01T00:00:00+00:00");
+        assert_eq!(stamps.updated_at, "2026-01-02T00:00:00.000001+00:00");
+        assert!(stamped.error.is_none());
+        let refused = pb::PutResponse {
+            error: Some(common::CallError {
+                code: crate::ErrorCode::VersionConflict.as_str().into(),
+                message: "m".into(),
+                ..Default::default()
+            }),
+            document: None,
+        };
+        let stamped = PutStamped::decode(refused.encode_to_vec().as_slice()).unwrap();
+        assert_eq!(
+            stamped.call_error().unwrap().code,
+            crate::ErrorCode::VersionConflict.as_str()
+        );
+        assert!(stamped.document.is_none());
     }
 
     #[test]

@@ -48,6 +48,7 @@ pub fn data_from_json(object: &serde_json::Map<String, serde_json::Value>) -> Da
 use abi_proto::document::v1 as pb;
 use abi_wire::documents::{self, DocumentRpc};
 use futures::Stream;
+use prost::Message as _;
 
 use crate::error::{CallError, CallErrorKind};
 use crate::token::TokenSource;
@@ -254,11 +255,14 @@ impl DocumentClient {
         data: Data,
         if_version: Option<i64>,
     ) -> Result<Document, CallError> {
-        self.put_ref(collection, id, &data, if_version).await
+        let reply: pb::PutResponse = self.send_put(collection, id, &data, if_version).await?;
+        document(reply.document)
     }
 
-    /// [`put`](Self::put) with the data borrowed, for a caller that keeps
-    /// what it wrote (a record it writes again later) without cloning it.
+    /// [`put`](Self::put) for a caller that keeps what it wrote (a record
+    /// it writes again later): the data is borrowed, not cloned, and the
+    /// answer is the stored document's version and stamps, its data (what
+    /// was sent) skipped rather than decoded.
     ///
     /// # Errors
     ///
@@ -273,19 +277,51 @@ impl DocumentClient {
         id: &str,
         data: &Data,
         if_version: Option<i64>,
-    ) -> Result<Document, CallError> {
-        let reply = self
-            .call(pb::PutRequest {
-                namespace: self.namespace.to_string(),
-                collection: collection.to_owned(),
-                id: id.to_owned(),
-                data: Some(convert::data_to_pb(data)),
-                if_version,
-                ..Default::default()
+    ) -> Result<Written, CallError> {
+        let reply: documents::PutStamped = self.send_put(collection, id, data, if_version).await?;
+        let stamps = reply
+            .document
+            .ok_or_else(|| CallError::new(CallErrorKind::Decode, "reply without its document"))?;
+        let stamp = |text: &str| {
+            Datetime::parse_iso(text).map_err(|e| {
+                CallError::new(
+                    CallErrorKind::Decode,
+                    format!("malformed document in reply: {e}"),
+                )
             })
+        };
+        Ok(Written {
+            version: stamps.version,
+            created_at: stamp(&stamps.created_at)?,
+            updated_at: stamp(&stamps.updated_at)?,
+        })
+    }
+
+    /// Sends a put, its data written straight into the request, and reads
+    /// the reply as `Resp` (the whole `PutResponse`, or its stamps).
+    async fn send_put<Resp>(
+        &self,
+        collection: &str,
+        id: &str,
+        data: &Data,
+        if_version: Option<i64>,
+    ) -> Result<Resp, CallError>
+    where
+        Resp: prost::Message + Default + abi_wire::rpc::Reply,
+    {
+        let payload = put_request(
+            self.transport.context(),
+            &self.namespace,
+            collection,
+            id,
+            data,
+            if_version,
+        );
+        let subject = documents::operation(pb::PutRequest::OPERATION);
+        self.transport
+            .exchange(&subject, payload, None)
             .await
-            .map_err(|e| self.name_missing(e, collection, id))?;
-        document(reply.document)
+            .map_err(|e| self.name_missing(e, collection, id))
     }
 
     /// Reads one document.
@@ -393,8 +429,8 @@ impl DocumentClient {
             .await?;
         let items = reply
             .items
-            .iter()
-            .map(|d| document(Some(d.clone())))
+            .into_iter()
+            .map(|d| document(Some(d)))
             .collect::<Result<_, _>>()?;
         Ok(Page {
             items,
@@ -456,13 +492,99 @@ impl DocumentClient {
     }
 }
 
+/// What [`DocumentClient::put_ref`] answers: the document as stored, but
+/// its data, which is what the caller sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// The version written (1 when created, plus one per write).
+    pub version: i64,
+    /// When the document was first written.
+    pub created_at: Datetime,
+    /// When it was written now.
+    pub updated_at: Datetime,
+}
+
+/// The bytes of a `PutRequest`, the same prost writes for the request
+/// holding `data` converted (checked in the tests), without building that
+/// copy of the data first.
+fn put_request(
+    context: abi_proto::common::v1::CallContext,
+    namespace: &str,
+    collection: &str,
+    id: &str,
+    data: &Data,
+    if_version: Option<i64>,
+) -> Vec<u8> {
+    let head = pb::PutRequest {
+        context: Some(context),
+        namespace: namespace.to_owned(),
+        collection: collection.to_owned(),
+        id: id.to_owned(),
+        data: None,
+        if_version: None,
+    };
+    let mut payload = head.encode_to_vec();
+    abi_document_model::encode::encode_data_field(
+        documents::PUT_REQUEST_DATA_TAG,
+        data,
+        &mut payload,
+    );
+    if let Some(version) = if_version {
+        prost::encoding::int64::encode(
+            documents::PUT_REQUEST_IF_VERSION_TAG,
+            &version,
+            &mut payload,
+        );
+    }
+    payload
+}
+
 fn document(doc: Option<pb::Document>) -> Result<Document, CallError> {
     let doc =
         doc.ok_or_else(|| CallError::new(CallErrorKind::Decode, "reply without its document"))?;
-    convert::document_from_pb(&doc).map_err(|e| {
+    convert::document_from_pb_owned(doc).map_err(|e| {
         CallError::new(
             CallErrorKind::Decode,
             format!("malformed document in reply: {e}"),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_put_request_is_the_bytes_prost_writes() {
+        let mut data = Data::new();
+        data.insert("status".into(), Value::from("RUNNING"));
+        data.insert("attempt".into(), Value::Int(2));
+        data.insert(
+            "nested".into(),
+            Value::List(vec![Value::Null, Value::Float(1.5)]),
+        );
+        let context = abi_proto::common::v1::CallContext {
+            trace_id: "t-1".into(),
+            timeout_ms: 10_000,
+            ..Default::default()
+        };
+        for (data, if_version) in [
+            (data.clone(), Some(3)),
+            (data, Some(0)),
+            (Data::new(), None),
+            (Data::new(), Some(-1)),
+        ] {
+            let ours = put_request(context.clone(), "ns", "runs", "r-1", &data, if_version);
+            let prosts = pb::PutRequest {
+                context: Some(context.clone()),
+                namespace: "ns".into(),
+                collection: "runs".into(),
+                id: "r-1".into(),
+                data: Some(convert::data_to_pb(&data)),
+                if_version,
+            }
+            .encode_to_vec();
+            assert_eq!(ours, prosts, "{if_version:?}");
+        }
+    }
 }

@@ -128,11 +128,11 @@ pub(super) async fn check(inner: &Inner, run_id: &str, stored: bool) -> Result<U
         .put_ref(&collection, run_id, &data, Some(0))
         .await
     {
-        Ok(doc) => Ok(Unrun::Expired(RunRecord::from_data(
+        Ok(written) => Ok(Unrun::Expired(RunRecord::from_data(
             run_id,
             &inner.job,
-            doc.version,
-            doc.data,
+            written.version,
+            data,
         ))),
         Err(e) if e.kind() == CallErrorKind::VersionConflict => Ok(Unrun::Raced),
         Err(e) => {
