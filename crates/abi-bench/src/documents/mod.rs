@@ -262,7 +262,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         "Targets ran one after another on one nats-server, each server alone on the bus \
          (checked: no responder on the document subjects before it started) with a fresh \
          database; the raw floor first. {} calls per latency cell, {} documents, pages of {}, \
-         {:.1} s of put throughput with {} callers; {:.0} s in all. Load average (1 min) \
+         {:.1} s of put throughput, then as long of get throughput, with {} callers; {:.0} s in all. Load average (1 min) \
          before / after: {} / {}.",
         args.iters(),
         shape.records,
@@ -390,37 +390,63 @@ async fn workload_phases(
     let samples = measure::sequential(name, iters, |k| calls.find("find", k)).await;
     record(column, Op::Find, &samples);
 
+    let (rates, cpu) = throughput_runs(name, "put", args, svc, |repeat, caller, k| {
+        calls.create(
+            "throughput",
+            workload::LOAD,
+            format!("w{repeat}-{caller:03}-{k:07}"),
+            k,
+        )
+    })
+    .await;
+    column.throughput = crate::report::median(&rates);
+    (column.rates, column.cpu_per_put_us) = (rates, cpu);
+    let (rates, cpu) = throughput_runs(name, "get", args, svc, |_, caller, k| {
+        calls.get("get throughput", caller * 7919 + k)
+    })
+    .await;
+    (column.get_rates, column.cpu_per_get_us) = (rates, cpu);
+    column.failures = failures.counts();
+    Ok(())
+}
+
+/// `args.repeats()` runs of `op(repeat, caller, k)` with the shape's
+/// callers for `args.duration()` each: every run's rate of successful calls,
+/// and the service process's CPU per successful call over them all (µs).
+async fn throughput_runs<F, Fut>(
+    name: &str,
+    what: &str,
+    args: &Args,
+    svc: Option<&Service>,
+    op: F,
+) -> (Vec<f64>, Option<f64>)
+where
+    F: Fn(usize, usize, usize) -> Fut,
+    Fut: Future<Output = anyhow::Result<Duration>>,
+{
+    let callers = args.shape().callers;
     let cpu_before = svc.and_then(|s| s.cpu_now().ok());
-    let mut puts = 0.0;
+    let (mut rates, mut calls) = (Vec::new(), 0.0);
     for repeat in 1..=args.repeats() {
         eprintln!(
-            "{name}: put throughput, {} callers for {:?} (run {repeat} of {})",
-            shape.callers,
+            "{name}: {what} throughput, {callers} callers for {:?} (run {repeat} of {})",
             args.duration(),
             args.repeats()
         );
         let started = std::time::Instant::now();
-        let (rate, _) = measure::throughput(name, shape.callers, args.duration(), |caller, k| {
-            calls.create(
-                "throughput",
-                workload::LOAD,
-                format!("w{repeat}-{caller:03}-{k:07}"),
-                k,
-            )
+        let (rate, _) = measure::throughput(name, callers, args.duration(), |caller, k| {
+            op(repeat, caller, k)
         })
         .await;
-        puts += rate * started.elapsed().as_secs_f64();
-        column.rates.push(rate);
+        calls += rate * started.elapsed().as_secs_f64();
+        rates.push(rate);
     }
     let cpu_after = svc.and_then(|s| s.cpu_now().ok());
-    if let (Some(before), Some(after)) = (cpu_before, cpu_after)
-        && puts >= 1.0
-    {
-        column.cpu_per_put_us = Some((after - before) * 1e6 / puts);
-    }
-    column.throughput = crate::report::median(&column.rates);
-    column.failures = failures.counts();
-    Ok(())
+    let cpu = match (cpu_before, cpu_after) {
+        (Some(before), Some(after)) if calls >= 1.0 => Some((after - before) * 1e6 / calls),
+        _ => None,
+    };
+    (rates, cpu)
 }
 
 fn record(column: &mut Column, op: Op, samples: &Samples) {

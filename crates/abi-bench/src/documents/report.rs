@@ -52,6 +52,12 @@ pub struct Column {
     /// The service process's CPU per successful put in the throughput
     /// phase, in microseconds.
     pub cpu_per_put_us: Option<f64>,
+    /// Every get throughput run's rate (successful gets per second with
+    /// the run's concurrent callers), in the order they ran.
+    pub get_rates: Vec<f64>,
+    /// The service process's CPU per successful get in the get throughput
+    /// phase, in microseconds.
+    pub cpu_per_get_us: Option<f64>,
     /// Failed calls by phase and code.
     pub failures: BTreeMap<(&'static str, String), u64>,
     /// Why the target was not run, if it was not; its cells then say
@@ -149,6 +155,20 @@ pub fn table(columns: &[Column], shape: Shape) -> String {
             shape.callers
         ),
         &|c: &Column| c.cpu_per_put_us.map(|us| format!("{us:.0}")),
+    );
+    row(
+        &format!(
+            "get throughput, {} callers (ops/s; median, and min-max of the runs)",
+            shape.callers
+        ),
+        &|c: &Column| crate::report::median_and_spread(&c.get_rates),
+    );
+    row(
+        &format!(
+            "service process CPU per get, {} callers (µs)",
+            shape.callers
+        ),
+        &|c: &Column| c.cpu_per_get_us.map(|us| format!("{us:.0}")),
     );
     row("service process CPU while measured (s)", &|c: &Column| {
         c.usage.map(|u| format!("{:.2}", u.cpu_secs))

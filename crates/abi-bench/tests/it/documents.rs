@@ -96,8 +96,15 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
         throughput[1..].iter().all(|c| is_number(c) && c != "0"),
         "{throughput:?}"
     );
+    let gets = row("get throughput, 64 callers");
+    assert_eq!(gets[1], "—", "the floor has no get throughput: {gets:?}");
+    assert!(
+        gets[2..].iter().all(|c| is_number(c) && c != "0"),
+        "{gets:?}"
+    );
     for label in [
         "service process CPU per put",
+        "service process CPU per get",
         "service process CPU while",
         "service process peak RSS",
     ] {
@@ -121,7 +128,7 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
                 .all(|f| f.starts_with("throughput: STORAGE_ERROR x")),
         "the reference failed otherwise: {reference}"
     );
-    assert_eq!(rows.len(), 11, "no other rows:\n{stdout}");
+    assert_eq!(rows.len(), 13, "no other rows:\n{stdout}");
 
     let verdicts = &tables[1];
     assert_eq!(verdicts[0], ["target", "measured", "verdict"]);
