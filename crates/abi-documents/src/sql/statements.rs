@@ -7,7 +7,7 @@ use super::params::{SqlParam, Statement};
 
 /// The columns every document read returns, in this order.
 pub const DOCUMENT_COLUMNS: &str = "id, data, created_at, updated_at, version";
-/// What a put returns on SQLite: the row's stamps, not its data. SQLite
+/// What a put answers on SQLite besides its data: the row's stamps. SQLite
 /// keeps the JSON text as given, so the data that comes back is the data
 /// sent (in its stored form, `codec::as_stored`) and need not be read and
 /// parsed again; PostgreSQL's JSONB may rewrite numbers, so a put there
@@ -180,10 +180,14 @@ impl Compiler<'_> {
         )
     }
 
-    /// Writes a document and returns its row; no row means a version
-    /// conflict. `if_version`: `None` upserts, `Some(0)` only inserts,
-    /// `Some(n)` updates version `n` only. Returns [`DOCUMENT_COLUMNS`] on
-    /// PostgreSQL, [`PUT_STAMP_COLUMNS`] on SQLite.
+    /// Writes a document; no row written means a version conflict.
+    /// `if_version`: `None` upserts, `Some(0)` only inserts, `Some(n)`
+    /// updates version `n` only. On PostgreSQL it returns the written row's
+    /// [`DOCUMENT_COLUMNS`]; on SQLite nothing, since SQLite runs `RETURNING`
+    /// as a trigger, and a write with a trigger keeps a statement journal (a
+    /// copy of every page it touches): the row count tells a conflict there,
+    /// and [`Compiler::select_stamps`] reads the stamps when the write did
+    /// not fix them.
     pub fn put(&self, row: &PutRow<'_>) -> Statement {
         let PutRow {
             namespace,
@@ -232,13 +236,29 @@ impl Compiler<'_> {
                 )
             }
         };
-        sql.push_str(" RETURNING ");
-        sql.push_str(if self.pg() {
-            DOCUMENT_COLUMNS
-        } else {
-            PUT_STAMP_COLUMNS
-        });
+        if self.pg() {
+            sql.push_str(" RETURNING ");
+            sql.push_str(DOCUMENT_COLUMNS);
+        }
         Statement::new(sql, p)
+    }
+
+    /// One document's [`PUT_STAMP_COLUMNS`] (what a put answers besides
+    /// its data).
+    pub fn select_stamps(&self, namespace: &str, collection: &str, id: &str) -> Statement {
+        let mut p = self.params();
+        let (a, b, c) = (
+            p.bind(text(namespace)),
+            p.bind(text(collection)),
+            p.bind(text(id)),
+        );
+        Statement::new(
+            format!(
+                "SELECT {PUT_STAMP_COLUMNS} FROM {} WHERE namespace = {a} AND collection = {b} AND id = {c}",
+                self.documents
+            ),
+            p,
+        )
     }
 
     /// PostgreSQL's put in one statement (one round trip, its own

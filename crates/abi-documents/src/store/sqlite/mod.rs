@@ -265,6 +265,13 @@ impl DocumentStore for SqliteStore {
         id: &str,
     ) -> Result<Document, DocumentError> {
         validate_name(id)?;
+        // A point read: at once on this thread unless it would wait.
+        if let Some(read) = self
+            .readers
+            .read_now(|conn, shared| shared.get(conn, namespace, collection, id))
+        {
+            return read;
+        }
         let (namespace, collection, id) =
             (namespace.to_owned(), collection.to_owned(), id.to_owned());
         self.readers

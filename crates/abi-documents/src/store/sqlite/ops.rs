@@ -75,8 +75,7 @@ pub fn stored_json(data: &Data) -> String {
     dumps(&encode_data(data))
 }
 
-/// A put's answer from a row of [`crate::sql::statements::PUT_STAMP_COLUMNS`]
-/// and the data it stored.
+/// A put's stamps from a row of [`crate::sql::statements::PUT_STAMP_COLUMNS`].
 fn put_stamps(row: &Row<'_>) -> rusqlite::Result<(String, String, i64)> {
     Ok((row.get(0)?, row.get(1)?, row.get(2)?))
 }
@@ -259,32 +258,46 @@ impl Shared {
     ) -> Result<Document, DocumentError> {
         let spec = self.require_collection(conn, namespace, collection)?;
         validate_data(&data, Some(&spec))?;
-        let now = Datetime::now().isoformat_micros();
-        let statement = self.compiler().put(&PutRow {
+        let now = Datetime::now();
+        let stamp = now.isoformat_micros();
+        let sql = self.compiler();
+        let statement = sql.put(&PutRow {
             namespace,
             collection,
             id,
             raw,
-            now: &now,
+            now: &stamp,
             if_version,
         });
-        let row = conn
+        let written = conn
             .prepare_cached(&statement.sql)
-            .and_then(|mut s| s.query_row(bound(&statement), put_stamps).optional())
+            .and_then(|mut s| s.execute(bound(&statement)))
             .translated()?;
-        match row {
-            Some((created, updated, version)) => Ok(Document {
-                id: id.to_owned(),
-                data: as_stored(data),
-                created_at: Datetime::parse_iso(&created).map_err(|_| stored_error())?,
-                updated_at: Datetime::parse_iso(&updated).map_err(|_| stored_error())?,
-                version,
-            }),
-            None => Err(DocumentError::VersionConflict(format!(
+        if written == 0 {
+            return Err(DocumentError::VersionConflict(format!(
                 "Document {collection}/{id} does not have version {}",
                 if_version.map_or_else(|| "None".to_owned(), |v| v.to_string())
-            ))),
+            )));
         }
+        let (created_at, updated_at, version) = if if_version == Some(0) {
+            // A create: the stamps are the ones just written.
+            (now, now, 1)
+        } else {
+            let select = sql.select_stamps(namespace, collection, id);
+            let (created, updated, version) = conn
+                .prepare_cached(&select.sql)
+                .and_then(|mut s| s.query_row(bound(&select), put_stamps))
+                .translated()?;
+            let parse = |text: &str| Datetime::parse_iso(text).map_err(|_| stored_error());
+            (parse(&created)?, parse(&updated)?, version)
+        };
+        Ok(Document {
+            id: id.to_owned(),
+            data: as_stored(data),
+            created_at,
+            updated_at,
+            version,
+        })
     }
 
     /// Deletes a document (names and version already checked).

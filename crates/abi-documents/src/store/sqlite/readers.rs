@@ -10,7 +10,6 @@ use rusqlite::Connection;
 use tokio::sync::Semaphore;
 
 use super::connection;
-use super::error::Translate;
 use super::ops::Shared;
 
 /// A pool of read connections to one file.
@@ -19,6 +18,10 @@ pub struct Readers {
     path: PathBuf,
     busy_timeout: Duration,
     idle: Mutex<Vec<Connection>>,
+    /// Connections of [`Readers::read_now`], which never wait for a lock;
+    /// one per runtime thread reading at once at most, since such a read
+    /// does not yield.
+    inline: Mutex<Vec<Connection>>,
     permits: Arc<Semaphore>,
     shared: Arc<Shared>,
 }
@@ -34,6 +37,7 @@ impl Readers {
             path,
             busy_timeout,
             idle: Mutex::new(Vec::new()),
+            inline: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(size.max(1))),
             shared,
         }
@@ -67,6 +71,31 @@ impl Readers {
         task.await.map_err(|_| closed())?
     }
 
+    /// Runs `read` in a read transaction at once, on the calling thread
+    /// (the runtime's), on a connection that never waits for a lock: a point
+    /// read of pages in the cache costs less than the two thread hops of
+    /// [`Readers::read`]. `None` when it failed on storage (a lock held by
+    /// another process, say; a read changes nothing, so it can be repeated):
+    /// the caller then reads through [`Readers::read`], which waits.
+    pub fn read_now<T>(
+        &self,
+        read: impl FnOnce(&Connection, &Shared) -> Result<T, DocumentError>,
+    ) -> Option<Result<T, DocumentError>> {
+        let pooled = self.inline.lock().ok().and_then(|mut idle| idle.pop());
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => connection::open(&self.path, Duration::ZERO).ok()?,
+        };
+        let result = in_read_transaction(&conn, |c| read(c, &self.shared));
+        if let Ok(mut idle) = self.inline.lock() {
+            idle.push(conn);
+        }
+        match result {
+            Err(DocumentError::Storage(_)) => None,
+            done => Some(done),
+        }
+    }
+
     fn take(&self) -> Result<Connection, DocumentError> {
         let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         match idle {
@@ -86,13 +115,60 @@ fn in_read_transaction<T>(
     conn: &Connection,
     read: impl FnOnce(&Connection) -> Result<T, DocumentError>,
 ) -> Result<T, DocumentError> {
-    conn.execute_batch("BEGIN").translated()?;
+    connection::run_cached(conn, "BEGIN")?;
     let result = read(conn);
     // Ending a read-only transaction cannot lose data; a failure here means
     // the connection is unusable and the next BEGIN reports it.
     let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-    let ended = conn.execute_batch(end).translated();
+    let ended = connection::run_cached(conn, end);
     let value = result?;
     ended?;
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn readers(dir: &tempfile::TempDir) -> Readers {
+        let path = dir.path().join("documents.sqlite");
+        let conn = connection::open(&path, Duration::from_secs(1)).unwrap();
+        connection::initialize(&conn).unwrap();
+        Readers::new(
+            path,
+            Duration::from_secs(1),
+            2,
+            Arc::new(Shared::new().unwrap()),
+        )
+    }
+
+    /// A read done at once answers; one failed on storage is left to the
+    /// waiting path (`None`); the connection is kept for the next.
+    #[test]
+    fn reads_now_unless_storage_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let readers = readers(&dir);
+        let counted = readers.read_now(|conn, _| {
+            conn.query_row("SELECT count(*) FROM abi_documents", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map_err(|_| DocumentError::Storage("unreadable".into()))
+        });
+        assert_eq!(counted, Some(Ok(0)));
+        let missing: Option<Result<(), _>> =
+            readers.read_now(|_, _| Err(DocumentError::DocumentNotFound("gone".into())));
+        assert_eq!(
+            missing,
+            Some(Err(DocumentError::DocumentNotFound("gone".into())))
+        );
+        let busy: Option<Result<(), _>> =
+            readers.read_now(|_, _| Err(DocumentError::Storage("locked".into())));
+        assert_eq!(busy, None);
+        assert_eq!(
+            readers.inline.lock().unwrap().len(),
+            1,
+            "one connection reused"
+        );
+    }
 }
