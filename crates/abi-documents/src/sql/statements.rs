@@ -246,19 +246,7 @@ impl Compiler<'_> {
     /// One document's [`PUT_STAMP_COLUMNS`] (what a put answers besides
     /// its data).
     pub fn select_stamps(&self, namespace: &str, collection: &str, id: &str) -> Statement {
-        let mut p = self.params();
-        let (a, b, c) = (
-            p.bind(text(namespace)),
-            p.bind(text(collection)),
-            p.bind(text(id)),
-        );
-        Statement::new(
-            format!(
-                "SELECT {PUT_STAMP_COLUMNS} FROM {} WHERE namespace = {a} AND collection = {b} AND id = {c}",
-                self.documents
-            ),
-            p,
-        )
+        self.select_one(PUT_STAMP_COLUMNS, namespace, collection, id)
     }
 
     /// PostgreSQL's put in one statement (one round trip, its own
@@ -317,6 +305,11 @@ impl Compiler<'_> {
 
     /// One document's row.
     pub fn get(&self, namespace: &str, collection: &str, id: &str) -> Statement {
+        self.select_one(DOCUMENT_COLUMNS, namespace, collection, id)
+    }
+
+    /// `columns` of one document.
+    fn select_one(&self, columns: &str, namespace: &str, collection: &str, id: &str) -> Statement {
         let mut p = self.params();
         let (a, b, c) = (
             p.bind(text(namespace)),
@@ -325,7 +318,7 @@ impl Compiler<'_> {
         );
         Statement::new(
             format!(
-                "SELECT {DOCUMENT_COLUMNS} FROM {} WHERE namespace = {a} AND collection = {b} AND id = {c}",
+                "SELECT {columns} FROM {} WHERE namespace = {a} AND collection = {b} AND id = {c}",
                 self.documents
             ),
             p,
