@@ -99,10 +99,13 @@ fn integer_json(text: String) -> Json {
     }
 }
 
-/// A stored document's top-level members: its text and where each value lies.
+/// A stored document's top-level members: its text, where each value lies,
+/// and the answers given for it so far (a put asks for each indexed field
+/// once per index expression: several times).
 struct Members {
     text: String,
     members: Vec<(String, std::ops::Range<usize>)>,
+    answers: Vec<(String, Option<String>)>,
 }
 
 thread_local! {
@@ -121,36 +124,59 @@ thread_local! {
 ///
 /// When `raw` is not a JSON object.
 pub fn sqlite_field(raw: &str, key: &str) -> Result<Option<String>, String> {
+    sqlite_field_bytes(raw.as_bytes(), key)
+}
+
+/// [`sqlite_field`] of the bytes SQLite hands over: the document this
+/// thread read last is recognised by its bytes, so its UTF-8 is checked
+/// once rather than once per index expression, and a member asked for
+/// again is answered from [`LAST_DOCUMENT`] without parsing it again.
+///
+/// # Errors
+///
+/// When `raw` is not UTF-8 or not a JSON object.
+pub fn sqlite_field_bytes(raw: &[u8], key: &str) -> Result<Option<String>, String> {
+    let utf8 = |raw| std::str::from_utf8(raw).map_err(|e| format!("document_field: {e}"));
     // A put evaluates this several times per indexed field (each index
     // expression), a find once per field per row, each time on the same
     // document: its members are found once and kept for the next call, and
-    // only the member asked for is parsed.
-    let found = LAST_DOCUMENT.with(|last| {
+    // only the member asked for is parsed, once.
+    let found = LAST_DOCUMENT.with(|last| -> Result<Option<Option<String>>, String> {
         let mut last = last.borrow_mut();
-        if last.as_ref().is_none_or(|known| known.text != raw) {
-            *last = abi_pyjson::object_members(raw).ok().map(|members| Members {
-                text: raw.to_owned(),
-                members,
-            });
+        if last
+            .as_ref()
+            .is_none_or(|known| known.text.as_bytes() != raw)
+        {
+            let text = utf8(raw)?;
+            *last = abi_pyjson::object_members(text)
+                .ok()
+                .map(|members| Members {
+                    text: text.to_owned(),
+                    members,
+                    answers: Vec::new(),
+                });
         }
-        last.as_ref().map(|known| {
-            known
-                .members
-                .iter()
-                .rev()
-                .find(|(k, _)| k == key)
-                .map(|(_, at)| json::parse(&known.text[at.clone()]))
-        })
-    });
-    if let Some(found) = found {
-        return match found {
-            None => Ok(None),
-            Some(Ok(value)) => Ok(Some(dumps(&value))),
-            Some(Err(e)) => Err(format!("document_field: {e}")),
+        let Some(known) = last.as_mut() else {
+            return Ok(None);
         };
+        if let Some((_, answer)) = known.answers.iter().find(|(k, _)| k == key) {
+            return Ok(Some(answer.clone()));
+        }
+        let answer = match known.members.iter().rev().find(|(k, _)| k == key) {
+            None => None,
+            Some((_, at)) => Some(dumps(
+                &json::parse(&known.text[at.clone()])
+                    .map_err(|e| format!("document_field: {e}"))?,
+            )),
+        };
+        known.answers.push((key.to_owned(), answer.clone()));
+        Ok(Some(answer))
+    })?;
+    if let Some(found) = found {
+        return Ok(found);
     }
     // Not a JSON object: the full parse says why, as it always did.
-    match json::parse(raw) {
+    match json::parse(utf8(raw)?) {
         Ok(Json::Object(mut members)) => Ok(members.remove(key).map(|v| dumps(&v))),
         Ok(_) => Err("document_field: stored data is not an object".to_owned()),
         Err(e) => Err(format!("document_field: {e}")),
@@ -267,6 +293,31 @@ mod tests {
         assert!(
             sqlite_field("{\"a\": ", "a")
                 .is_err_and(|e| e.starts_with("document_field: invalid JSON"))
+        );
+    }
+
+    /// A member asked for again, of the same document, gets the same
+    /// answer (kept, not parsed again); another document's bytes are read
+    /// afresh; bytes that are not UTF-8 are refused.
+    #[test]
+    fn repeated_questions_of_one_document_are_answered_alike() {
+        let stored = br#"{"status": "RUNNING", "n": 2, "n": 3}"#;
+        for _ in 0..3 {
+            assert_eq!(
+                sqlite_field_bytes(stored, "status"),
+                Ok(Some("\"RUNNING\"".to_owned()))
+            );
+            assert_eq!(sqlite_field_bytes(stored, "n"), Ok(Some("3".to_owned())));
+            assert_eq!(sqlite_field_bytes(stored, "gone"), Ok(None));
+        }
+        let other = br#"{"status": "SUCCEEDED"}"#;
+        assert_eq!(
+            sqlite_field_bytes(other, "status"),
+            Ok(Some("\"SUCCEEDED\"".to_owned()))
+        );
+        assert!(
+            sqlite_field_bytes(b"{\"a\": \"\xff\"}", "a")
+                .is_err_and(|e| e.starts_with("document_field: invalid utf-8"))
         );
     }
 }

@@ -14,6 +14,7 @@ pub use cursor::{CursorKey, INVALID_CURSOR, fingerprint, next_cursor, read_curso
 pub use decimal::compare_numeric_text;
 pub use keys::{
     ValueKind, base64_decode, equality_key, number_text, sqlite_bytes_key, sqlite_field,
-    sqlite_json_key, sqlite_legacy_json_key, sqlite_numeric_text, value_json_key, value_sort_parts,
+    sqlite_field_bytes, sqlite_json_key, sqlite_legacy_json_key, sqlite_numeric_text,
+    value_json_key, value_sort_parts,
 };
 pub use storage::{PAYLOAD, TAG, as_stored, decode, decode_data, encode, encode_data, storage_key};

@@ -13,8 +13,8 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::error::Translate;
 use crate::codec::{
-    compare_numeric_text, sqlite_bytes_key, sqlite_field, sqlite_json_key, sqlite_legacy_json_key,
-    sqlite_numeric_text,
+    compare_numeric_text, sqlite_bytes_key, sqlite_field_bytes, sqlite_json_key,
+    sqlite_legacy_json_key, sqlite_numeric_text,
 };
 use crate::sql::QuoteLiteral;
 
@@ -92,11 +92,17 @@ pub fn initialize(connection: &Connection) -> Result<(), DocumentError> {
 }
 
 fn text_arg<'a>(ctx: &'a Context<'_>, index: usize) -> rusqlite::Result<Option<&'a str>> {
+    text_bytes_arg(ctx, index)?
+        .map(std::str::from_utf8)
+        .transpose()
+        .map_err(|e| rusqlite::Error::UserFunctionError(e.into()))
+}
+
+/// A text argument's bytes, its UTF-8 not checked yet.
+fn text_bytes_arg<'a>(ctx: &'a Context<'_>, index: usize) -> rusqlite::Result<Option<&'a [u8]>> {
     match ctx.get_raw(index) {
         ValueRef::Null => Ok(None),
-        ValueRef::Text(bytes) => std::str::from_utf8(bytes)
-            .map(Some)
-            .map_err(|e| rusqlite::Error::UserFunctionError(e.into())),
+        ValueRef::Text(bytes) => Ok(Some(bytes)),
         _ => Err(rusqlite::Error::UserFunctionError(
             "expected a text argument".into(),
         )),
@@ -117,8 +123,8 @@ fn register(connection: &Connection) -> rusqlite::Result<()> {
         | FunctionFlags::SQLITE_DETERMINISTIC
         | FunctionFlags::SQLITE_INNOCUOUS;
     connection.create_scalar_function("document_field", 2, flags, |ctx| {
-        match (text_arg(ctx, 0)?, text_arg(ctx, 1)?) {
-            (Some(raw), Some(key)) => sqlite_field(raw, key).map_err(failed),
+        match (text_bytes_arg(ctx, 0)?, text_arg(ctx, 1)?) {
+            (Some(raw), Some(key)) => sqlite_field_bytes(raw, key).map_err(failed),
             _ => Err(failed("document_field: expected text arguments".to_owned())),
         }
     })?;
