@@ -12,6 +12,7 @@
 mod agents;
 mod apps;
 mod console;
+mod disk;
 mod documents;
 mod jobs;
 mod measure;

@@ -11,7 +11,7 @@
 
 use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 
-use crate::{Data, Document, Value};
+use crate::{Data, Datetime, Document, Value};
 
 /// Field numbers of `abi.document.v1.Value`'s `kind`.
 mod value_tag {
@@ -146,17 +146,41 @@ pub fn encode_data_field(tag: u32, data: &Data, buf: &mut Vec<u8>) {
 
 /// The encoded length of the `Document` message of `doc`.
 fn document_len(doc: &Document) -> usize {
+    document_body_len(
+        &doc.id,
+        &doc.data,
+        [&doc.created_at, &doc.updated_at],
+        doc.version,
+    )
+}
+
+/// The encoded length of a `Document` message of these parts.
+fn document_body_len(id: &str, data: &Data, stamps: [&Datetime; 2], version: i64) -> usize {
     use document_tag as t;
     let text = |tag, len| if len == 0 { 0 } else { delimited_len(tag, len) };
-    text(t::ID, doc.id.len())
-        + delimited_len(t::DATA, data_len(&doc.data))
-        + text(t::CREATED_AT, doc.created_at.isoformat_len())
-        + text(t::UPDATED_AT, doc.updated_at.isoformat_len())
-        + if doc.version == 0 {
+    let [created_at, updated_at] = stamps;
+    text(t::ID, id.len())
+        + delimited_len(t::DATA, data_len(data))
+        + text(t::CREATED_AT, created_at.isoformat_len())
+        + text(t::UPDATED_AT, updated_at.isoformat_len())
+        + if version == 0 {
             0
         } else {
-            encoding::int64::encoded_len(t::VERSION, &doc.version)
+            encoding::int64::encoded_len(t::VERSION, &version)
         }
+}
+
+/// The encoded length of field `tag` holding a `Document` message of these
+/// parts (`stamps`: created, updated), what [`encode_document_field`] would
+/// write for them, found without building the document.
+pub fn document_field_len(
+    tag: u32,
+    id: &str,
+    data: &Data,
+    stamps: [&Datetime; 2],
+    version: i64,
+) -> usize {
+    delimited_len(tag, document_body_len(id, data, stamps, version))
 }
 
 /// Appends field `tag` holding the `Document` message of `doc` (what
@@ -182,7 +206,6 @@ mod tests {
     use prost::Message as _;
 
     use super::*;
-    use crate::Datetime;
     use crate::pb::{data_to_pb, document_to_pb};
     use abi_proto::document::v1 as pb;
 
@@ -258,6 +281,11 @@ mod tests {
             let mut ours = Vec::new();
             encode_document_field(2, &doc, &mut ours);
             assert_eq!(ours, reply.encode_to_vec());
+            let stamps = [&doc.created_at, &doc.updated_at];
+            assert_eq!(
+                document_field_len(2, &doc.id, &doc.data, stamps, version),
+                reply.encoded_len()
+            );
         }
     }
 }

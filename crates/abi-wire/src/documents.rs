@@ -211,6 +211,9 @@ pub struct DocumentStamps {
 pub const PUT_REQUEST_DATA_TAG: u32 = 5;
 /// `PutRequest.if_version`'s field number.
 pub const PUT_REQUEST_IF_VERSION_TAG: u32 = 6;
+/// `PutResponse.document`'s and `GetResponse.document`'s field number, for
+/// a reply written straight from the model.
+pub const REPLY_DOCUMENT_TAG: u32 = 2;
 
 #[cfg(test)]
 mod tests {

@@ -161,7 +161,8 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         args.duration(),
         shape.callers
     );
-    let load_before = load_average();
+    let load_before = crate::platform::load_average();
+    let disk_before = crate::disk::describe().await;
     let started = Instant::now();
     let bin = service::sibling_binary(
         "abi-documents",
@@ -252,9 +253,10 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         measure_server(&client, &echo, &floor, args, svc, &mut reference).await?;
     }
 
-    let load_after = load_average();
+    let load_after = crate::platform::load_average();
     let elapsed = started.elapsed();
     drop(nats);
+    let disk_after = crate::disk::describe().await;
     let ours = [&sqlite, &postgres];
     let verdicts = report::verdicts(&raw, &ours, &reference);
     let columns = [raw, sqlite, postgres, reference];
@@ -263,7 +265,8 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
          (checked: no responder on the document subjects before it started) with a fresh \
          database; the raw floor first. {} calls per latency cell, {} documents, pages of {}, \
          {:.1} s of put throughput, then as long of get throughput, with {} callers; {:.0} s in all. Load average (1 min) \
-         before / after: {} / {}.",
+         before / after: {} / {}. A one-page write synced (fsync, median of 50; a put on SQLite \
+         waits for one) before: {disk_before}; after: {disk_after}.",
         args.iters(),
         shape.records,
         shape.page,
@@ -277,14 +280,6 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         "{notes}\n\n{}\n{verdicts}",
         report::table(&columns, shape)
     ))
-}
-
-/// The 1-minute load average from `/proc/loadavg`, or "?".
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".to_owned())
 }
 
 /// Measures one running server target, then stops it and waits until it has

@@ -177,6 +177,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         args.publishers
     );
     let load_before = platform::load_average();
+    let disk_before = crate::disk::describe().await;
     let started = Instant::now();
     let root = service::workspace_root();
     let python = args.bins.python();
@@ -249,6 +250,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     let load_after = platform::load_average();
     let elapsed = started.elapsed();
     platform.stop().await;
+    let disk_after = crate::disk::describe().await;
     let verdicts = report::verdicts(&ours, &reference);
     let shape = if steps == 0 {
         "plain jobs".to_owned()
@@ -268,7 +270,9 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
          time (each after the previous run's completion notice), {warmup} unmeasured first; \
          throughput: {triggers} triggers per cell published by {publishers} concurrent callers, \
          timed from the first publish to the last completion notice. {secs:.0} s in all. Load \
-         average (1 min) before / after: {load_before} / {load_after}.",
+         average (1 min) before / after: {load_before} / {load_after}. A one-page write synced \
+         (fsync, median of 50; a run record's commit waits for one) before: {disk_before}; \
+         after: {disk_after}.",
         warmup = workload::WARMUP,
         publishers = args.publishers.max(1),
         secs = elapsed.as_secs_f64(),

@@ -107,9 +107,6 @@ impl<T: prost::Message + Reply> Encode for T {
 /// than through a copy of it in the generated message.
 struct DocumentReply(Document);
 
-/// `document` in `PutResponse` and `GetResponse`.
-const REPLY_DOCUMENT_TAG: u32 = 2;
-
 impl Encode for DocumentReply {
     fn code(&self) -> Option<ErrorCode> {
         None
@@ -118,7 +115,7 @@ impl Encode for DocumentReply {
     fn into_payload(self) -> Vec<u8> {
         let mut payload = Vec::new();
         abi_document_model::encode::encode_document_field(
-            REPLY_DOCUMENT_TAG,
+            abi_wire::documents::REPLY_DOCUMENT_TAG,
             &self.0,
             &mut payload,
         );
@@ -578,17 +575,14 @@ fn reply_surely_fits(request_bytes: usize, limit: usize) -> bool {
 fn check_put_reply_fits(id: &str, data: &Data, limit: usize) -> Result<(), DocumentError> {
     let longest =
         Datetime::from_unix_micros(Datetime::now().unix_micros() | 1).unwrap_or_else(Datetime::now);
-    let reply = pb::PutResponse {
-        document: Some(document_to_pb(&Document {
-            id: id.to_owned(),
-            data: data.clone(),
-            created_at: longest,
-            updated_at: longest,
-            version: i64::MAX,
-        })),
-        ..Default::default()
-    };
-    if reply.encoded_len() > limit {
+    let reply = abi_document_model::encode::document_field_len(
+        abi_wire::documents::REPLY_DOCUMENT_TAG,
+        id,
+        data,
+        [&longest, &longest],
+        i64::MAX,
+    );
+    if reply > limit {
         return Err(DocumentError::PayloadTooLarge(
             PUT_REPLY_TOO_LARGE.to_owned(),
         ));

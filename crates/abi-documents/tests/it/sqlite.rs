@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use abi_document_model::{CollectionSpec, DocumentError, DocumentStore, FieldSpec, Value};
+use abi_document_model::{CollectionSpec, DocumentError, DocumentStore, FieldSpec, Value, Write};
 use abi_documents::store::{SqliteConfig, SqliteStore};
 
 use crate::conformance::{self, Backend, data};
@@ -78,6 +78,67 @@ async fn sixty_four_concurrent_writers_all_succeed() {
     assert_eq!(
         store.count("module", "records", vec![]).await,
         Ok((WRITERS * PUTS) as i64)
+    );
+}
+
+/// Pages in the WAL of the store at `path` (its file's size over a
+/// frame's: a 24-byte header and a 4 KiB page).
+fn wal_pages(path: &std::path::Path) -> u64 {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let len = std::fs::metadata(&wal).map_or(0, |m| m.len());
+    len / (24 + 4096)
+}
+
+/// Writes ~3,000 pages through a store whose writer checkpoints after
+/// `checkpoint_pages` (the store's default when `None`): twelve batches of
+/// fifty 16 KiB documents. Answers the WAL's size in pages, which a
+/// checkpoint does not shrink (the next commit writes over it from the
+/// start), so it tells the most the WAL held.
+async fn wal_pages_after_writes(checkpoint_pages: Option<u32>) -> u64 {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("documents.sqlite");
+    let mut config = SqliteConfig::new(&path);
+    if let Some(pages) = checkpoint_pages {
+        config.checkpoint_pages = pages;
+    }
+    let store = SqliteStore::open(config).await.expect("open");
+    store
+        .ensure_collection("module", CollectionSpec::new("records"))
+        .await
+        .expect("declare");
+    let body = "x".repeat(16 * 1024);
+    for b in 0..12 {
+        let writes = (0..50)
+            .map(|i| Write::Put {
+                namespace: "module".into(),
+                collection: "records".into(),
+                id: format!("b{b}-{i}"),
+                data: data([("body", Value::String(body.clone()))]),
+                if_version: None,
+            })
+            .collect();
+        store.batch(writes).await.expect("batch stored");
+    }
+    wal_pages(&path)
+}
+
+/// The writer checkpoints when the WAL reaches its configured size, not at
+/// SQLite's 1,000 pages: with the default the ~3,000 pages written all stay
+/// in the WAL; with 500 the WAL is copied back and reused, never holding
+/// much more than 500 pages and one batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_checkpoints_at_its_configured_wal_size() {
+    const { assert!(abi_documents::store::sqlite::DEFAULT_CHECKPOINT_PAGES > 3_000) };
+    let default = wal_pages_after_writes(None).await;
+    assert!(
+        default > 2_500,
+        "no checkpoint before the default size: {default} pages"
+    );
+    let small = wal_pages_after_writes(Some(500)).await;
+    assert!(
+        small < 1_000,
+        "checkpointed at 500 pages: the WAL held {small} pages at most"
     );
 }
 

@@ -91,6 +91,18 @@ pub fn initialize(connection: &Connection) -> Result<(), DocumentError> {
         .translated()
 }
 
+/// Makes the commits of `connection` checkpoint the WAL once it holds
+/// `pages` pages (see [`super::DEFAULT_CHECKPOINT_PAGES`]).
+///
+/// # Errors
+///
+/// [`DocumentError::Storage`] when SQLite refuses.
+pub fn checkpoint_after(connection: &Connection, pages: u32) -> Result<(), DocumentError> {
+    connection
+        .pragma_update(None, "wal_autocheckpoint", pages)
+        .translated()
+}
+
 fn text_arg<'a>(ctx: &'a Context<'_>, index: usize) -> rusqlite::Result<Option<&'a str>> {
     text_bytes_arg(ctx, index)?
         .map(std::str::from_utf8)

@@ -45,6 +45,17 @@ pub const DEFAULT_WRITE_QUEUE: usize = 1024;
 /// Writes per transaction at most: bounds a batch's latency while one
 /// fsync still covers hundreds of puts.
 pub const DEFAULT_MAX_BATCH: usize = 256;
+/// WAL pages after which a commit of the writer copies the WAL back into
+/// the database file (`PRAGMA wal_autocheckpoint`; SQLite's default is
+/// 1000). A checkpoint syncs the WAL and the database file and copies each
+/// page the WAL holds once, however many times it was rewritten: at 10,000
+/// pages (a WAL of ~40 MiB) the hot pages (the table's and the indexes' last
+/// leaves) are copied once per ten thousand frames instead of once per
+/// thousand, which took the writer's commit from ~1.0 to ~0.5 ms per batch
+/// and put throughput at 64 callers up ~15% (docs/benchmarks.md). The file
+/// stays in WAL mode and readable by the reference; only the WAL file is
+/// larger, and a restart replays it.
+pub const DEFAULT_CHECKPOINT_PAGES: u32 = 10_000;
 /// How long a transaction waits for another process's lock on the file
 /// (the reference's timeout).
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,6 +71,8 @@ pub struct SqliteConfig {
     pub write_queue: usize,
     /// See [`DEFAULT_MAX_BATCH`].
     pub max_batch: usize,
+    /// See [`DEFAULT_CHECKPOINT_PAGES`].
+    pub checkpoint_pages: u32,
     /// See [`DEFAULT_BUSY_TIMEOUT`].
     pub busy_timeout: Duration,
 }
@@ -72,6 +85,7 @@ impl SqliteConfig {
             read_connections: DEFAULT_READ_CONNECTIONS,
             write_queue: DEFAULT_WRITE_QUEUE,
             max_batch: DEFAULT_MAX_BATCH,
+            checkpoint_pages: DEFAULT_CHECKPOINT_PAGES,
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
         }
     }
@@ -128,6 +142,7 @@ impl SqliteStore {
         }
         let conn = connection::open(&config.path, config.busy_timeout)?;
         connection::initialize(&conn)?;
+        connection::checkpoint_after(&conn, config.checkpoint_pages)?;
         let shared = Arc::new(Shared::new()?);
         let (write_tx, write_rx) = mpsc::channel(config.write_queue.max(1));
         let writer_shared = Arc::clone(&shared);
