@@ -92,10 +92,46 @@ fn compare_magnitude(a: &Decimal<'_>, b: &Decimal<'_>) -> Ordering {
     })
 }
 
+/// A plain integer text, as `document_numeric_text` writes every int
+/// (`"0"`, `"42"`, `"-7"`: digits without a leading zero, an optional
+/// minus, never `"-0"`): its sign and digits.
+fn plain_integer(text: &[u8]) -> Option<(bool, &[u8])> {
+    let (negative, digits) = match text {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, text),
+    };
+    let plain = match digits {
+        [] => false,
+        [b'0'] => !negative,
+        [b'0', ..] => false,
+        _ => digits.iter().all(u8::is_ascii_digit),
+    };
+    plain.then_some((negative, digits))
+}
+
 /// Compares two decimal texts by value (`"1e+18"` equals
 /// `"1000000000000000000"`, `"5e-324"` is above `"0"`). Texts that are not
 /// decimals sort after decimals, by their bytes, so the order stays total.
 pub fn compare_numeric_text(left: &str, right: &str) -> Ordering {
+    // Two plain integers (an indexed int field's every entry) compare by
+    // length, then digits: the general parse below is for the rest.
+    if let (Some((left_negative, a)), Some((right_negative, b))) = (
+        plain_integer(left.as_bytes()),
+        plain_integer(right.as_bytes()),
+    ) {
+        let magnitude = a.len().cmp(&b.len()).then_with(|| a.cmp(b));
+        return match (left_negative, right_negative) {
+            (false, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
+            (true, true) => magnitude.reverse(),
+            (false, false) => magnitude,
+        };
+    }
+    compare_decimals(left, right)
+}
+
+/// [`compare_numeric_text`] by the general parse.
+fn compare_decimals(left: &str, right: &str) -> Ordering {
     match (parse(left), parse(right)) {
         (Some(a), Some(b)) => match (a.negative, b.negative) {
             (false, true) => Ordering::Greater,
@@ -140,8 +176,44 @@ mod tests {
             ("abc", "1e999", Greater),
             ("abc", "abd", Less),
             ("", "0", Greater),
+            ("-7", "-10", Greater),
+            ("-10", "7", Less),
+            ("0", "-1", Greater),
+            ("99", "100", Less),
+            ("9223372036854775807", "-9223372036854775808", Greater),
+            ("-0", "0", Equal),
+            ("08", "8", Equal),
         ] {
             assert_eq!(compare_numeric_text(a, b), expected, "{a} vs {b}");
         }
+    }
+
+    /// The plain-integer shortcut orders every pair as the general parse
+    /// does, texts it takes and texts it leaves alike.
+    #[test]
+    fn the_integer_shortcut_agrees_with_the_general_parse() {
+        let mut texts: Vec<String> = [
+            "0", "-0", "00", "007", "7", "-7", "10", "-10", "99", "100", "-100", "1e2", "1.5", "",
+            "-", "+5", "abc", " 5",
+        ]
+        .iter()
+        .map(|t| (*t).to_owned())
+        .collect();
+        for n in [1_i64, 9, 42, 1000, 123_456_789, i64::MAX, i64::MIN + 1] {
+            texts.push(n.to_string());
+            texts.push((-n).to_string());
+        }
+        texts.push(i64::MIN.to_string());
+        for a in &texts {
+            for b in &texts {
+                assert_eq!(
+                    compare_numeric_text(a, b),
+                    compare_decimals(a, b),
+                    "{a:?} vs {b:?}"
+                );
+            }
+        }
+        assert!(plain_integer(b"42").is_some() && plain_integer(b"-42").is_some());
+        assert!(plain_integer(b"-0").is_none() && plain_integer(b"042").is_none());
     }
 }

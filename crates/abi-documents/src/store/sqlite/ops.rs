@@ -27,6 +27,46 @@ pub struct Shared {
     specs: Mutex<HashMap<String, Arc<CollectionSpec>>>,
 }
 
+/// The specs the writer read from the catalog in its current transaction,
+/// so a batch of puts to one collection reads its catalog row once. The
+/// writer holds SQLite's write lock from `BEGIN IMMEDIATE` to `COMMIT`, so
+/// no other process changes the catalog meanwhile; the writer's own declares
+/// and drops do, and clear it, as does every new transaction.
+#[derive(Debug, Default)]
+pub struct TransactionSpecs(Vec<(String, String, Arc<CollectionSpec>)>);
+
+impl TransactionSpecs {
+    /// Forgets every spec (a new transaction, or the catalog changed).
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// The collection's declaration: remembered, or read as
+    /// [`Shared::require_collection`] reads it.
+    fn require(
+        &mut self,
+        shared: &Shared,
+        conn: &Connection,
+        namespace: &str,
+        collection: &str,
+    ) -> Result<Arc<CollectionSpec>, DocumentError> {
+        let known = self
+            .0
+            .iter()
+            .find(|(n, c, _)| n == namespace && c == collection);
+        if let Some((_, _, spec)) = known {
+            return Ok(Arc::clone(spec));
+        }
+        let spec = shared.require_collection(conn, namespace, collection)?;
+        self.0.push((
+            namespace.to_owned(),
+            collection.to_owned(),
+            Arc::clone(&spec),
+        ));
+        Ok(spec)
+    }
+}
+
 /// Parsed specs kept at most (the reference keeps 128).
 const SPEC_CACHE_LIMIT: usize = 128;
 
@@ -249,6 +289,7 @@ impl Shared {
     pub fn put(
         &self,
         conn: &Connection,
+        specs: &mut TransactionSpecs,
         namespace: &str,
         collection: &str,
         id: &str,
@@ -256,7 +297,7 @@ impl Shared {
         raw: &str,
         if_version: Option<i64>,
     ) -> Result<Document, DocumentError> {
-        let spec = self.require_collection(conn, namespace, collection)?;
+        let spec = specs.require(self, conn, namespace, collection)?;
         validate_data(&data, Some(&spec))?;
         let now = Datetime::now();
         let stamp = now.isoformat_micros();
@@ -308,12 +349,13 @@ impl Shared {
     pub fn delete(
         &self,
         conn: &Connection,
+        specs: &mut TransactionSpecs,
         namespace: &str,
         collection: &str,
         id: &str,
         if_version: Option<i64>,
     ) -> Result<(), DocumentError> {
-        self.require_collection(conn, namespace, collection)?;
+        specs.require(self, conn, namespace, collection)?;
         let statement = self
             .compiler()
             .delete(namespace, collection, id, if_version);

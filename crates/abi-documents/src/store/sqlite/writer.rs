@@ -19,7 +19,7 @@ use abi_document_model::{CollectionSpec, Document, DocumentError, Write};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use super::ops::Shared;
+use super::ops::{Shared, TransactionSpecs};
 
 /// A write the writer performs.
 #[derive(Debug)]
@@ -114,6 +114,7 @@ pub fn run(
     max_batch: usize,
 ) {
     let mut batch = Vec::with_capacity(max_batch);
+    let mut specs = TransactionSpecs::default();
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
         while batch.len() < max_batch {
@@ -122,7 +123,7 @@ pub fn run(
                 Err(_) => break,
             }
         }
-        commit_batch(&conn, &shared, &mut batch);
+        commit_batch(&conn, &shared, &mut specs, &mut batch);
     }
 }
 
@@ -130,23 +131,30 @@ pub fn run(
 fn apply(
     conn: &Connection,
     shared: &Shared,
+    specs: &mut TransactionSpecs,
     op: &mut WriteOp,
 ) -> Result<WriteOutput, DocumentError> {
     match op {
-        WriteOp::Ensure { namespace, spec } => shared
-            .ensure_collection(conn, namespace, spec)
-            .map(|()| WriteOutput::Done),
+        WriteOp::Ensure { namespace, spec } => {
+            specs.clear();
+            shared
+                .ensure_collection(conn, namespace, spec)
+                .map(|()| WriteOutput::Done)
+        }
         WriteOp::Drop {
             namespace,
             collection,
-        } => shared
-            .drop_collection(conn, namespace, collection)
-            .map(|()| WriteOutput::Done),
-        WriteOp::Document(write) => write_document(conn, shared, write),
+        } => {
+            specs.clear();
+            shared
+                .drop_collection(conn, namespace, collection)
+                .map(|()| WriteOutput::Done)
+        }
+        WriteOp::Document(write) => write_document(conn, shared, specs, write),
         WriteOp::Batch(writes) => {
             let mut outputs = Vec::with_capacity(writes.len());
             for (index, write) in writes.iter_mut().enumerate() {
-                match write_document(conn, shared, write) {
+                match write_document(conn, shared, specs, write) {
                     Ok(output) => outputs.push(output),
                     // A storage failure fails the command; a refusal only
                     // the batch (its savepoint is rolled back by the caller).
@@ -163,6 +171,7 @@ fn apply(
 fn write_document(
     conn: &Connection,
     shared: &Shared,
+    specs: &mut TransactionSpecs,
     prepared: &mut Prepared,
 ) -> Result<WriteOutput, DocumentError> {
     match &mut prepared.write {
@@ -175,6 +184,7 @@ fn write_document(
         } => shared
             .put(
                 conn,
+                specs,
                 namespace,
                 collection,
                 id,
@@ -189,15 +199,20 @@ fn write_document(
             id,
             if_version,
         } => shared
-            .delete(conn, namespace, collection, id, *if_version)
+            .delete(conn, specs, namespace, collection, id, *if_version)
             .map(|()| WriteOutput::Done),
     }
 }
 
-fn commit_batch(conn: &Connection, shared: &Shared, batch: &mut Vec<WriteCmd>) {
+fn commit_batch(
+    conn: &Connection,
+    shared: &Shared,
+    specs: &mut TransactionSpecs,
+    batch: &mut Vec<WriteCmd>,
+) {
     let span = tracing::debug_span!("document_write_batch", batch_len = batch.len());
     let _entered = span.enter();
-    let results = match run_batch(conn, shared, batch) {
+    let results = match run_batch(conn, shared, specs, batch) {
         Ok(results) => results,
         Err(error) => {
             // The transaction is gone (or never began): nothing of the batch
@@ -217,12 +232,15 @@ fn commit_batch(conn: &Connection, shared: &Shared, batch: &mut Vec<WriteCmd>) {
 fn run_batch(
     conn: &Connection,
     shared: &Shared,
+    specs: &mut TransactionSpecs,
     batch: &mut [WriteCmd],
 ) -> Result<Vec<Result<WriteOutput, DocumentError>>, DocumentError> {
     // A command alone in its batch needs no savepoint: if it fails, the
     // whole transaction is rolled back, which undoes exactly that command.
     // Nor does a single put or delete (see `WriteOp::needs_savepoint`).
     let alone = batch.len() == 1;
+    // Another process may have changed the catalog since the last commit.
+    specs.clear();
     control(conn, "BEGIN IMMEDIATE")?;
     let mut results = Vec::with_capacity(batch.len());
     for cmd in batch {
@@ -230,7 +248,7 @@ fn run_batch(
         if savepoint {
             control(conn, "SAVEPOINT document_write")?;
         }
-        let result = apply(conn, shared, &mut cmd.op);
+        let result = apply(conn, shared, specs, &mut cmd.op);
         if conn.is_autocommit() {
             // SQLite rolled the whole transaction back on its own (I/O error,
             // disk full): the earlier commands are undone too.
@@ -264,4 +282,85 @@ fn run_batch(
 /// Runs one transaction-control statement (see [`connection::run_cached`]).
 fn control(conn: &Connection, sql: &str) -> Result<(), DocumentError> {
     super::connection::run_cached(conn, sql)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::time::Duration;
+
+    use abi_document_model::{Data, FieldSpec, Value};
+
+    use super::super::connection;
+    use super::*;
+
+    fn command(op: WriteOp) -> WriteCmd {
+        // The answers are read from `run_batch`'s result, not sent.
+        let (reply, _) = oneshot::channel();
+        WriteCmd { op, reply }
+    }
+
+    fn put(id: &str, n: Value) -> WriteCmd {
+        let mut data = Data::new();
+        data.insert("n".into(), n);
+        command(WriteOp::Document(Prepared::new(Write::Put {
+            namespace: "module".into(),
+            collection: "records".into(),
+            id: id.into(),
+            data,
+            if_version: None,
+        })))
+    }
+
+    fn declare(kind: &str) -> WriteCmd {
+        command(WriteOp::Ensure {
+            namespace: "module".into(),
+            spec: CollectionSpec::new("records").field(FieldSpec::new("n", kind)),
+        })
+    }
+
+    /// The specs remembered within a transaction follow its own declares
+    /// and drops: a put after a drop in the same commit finds no collection,
+    /// and one after a merge that adds a field is checked against it.
+    #[test]
+    fn a_commit_reads_the_catalog_again_after_a_declare_or_a_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = connection::open(&dir.path().join("d.sqlite"), Duration::from_secs(1)).unwrap();
+        connection::initialize(&conn).unwrap();
+        let shared = Shared::new().unwrap();
+        let mut specs = TransactionSpecs::default();
+        let undeclared = CollectionSpec::new("records");
+        let mut batch = vec![
+            command(WriteOp::Ensure {
+                namespace: "module".into(),
+                spec: undeclared,
+            }),
+            put("a", Value::Int(0)),
+            declare("int"),
+            put("b", Value::from("text")),
+            put("c", Value::Int(1)),
+            command(WriteOp::Drop {
+                namespace: "module".into(),
+                collection: "records".into(),
+            }),
+            put("d", Value::Int(2)),
+        ];
+        let results = run_batch(&conn, &shared, &mut specs, &mut batch).unwrap();
+        let refused = |i: usize| results[i].as_ref().err().map(DocumentError::code);
+        assert_eq!(refused(0), None);
+        assert_eq!(refused(1), None);
+        assert_eq!(refused(2), None);
+        assert_eq!(
+            refused(3),
+            Some(abi_wire::ErrorCode::InvalidArgument),
+            "checked against the merged declaration"
+        );
+        assert_eq!(refused(4), None);
+        assert_eq!(refused(5), None);
+        assert_eq!(
+            refused(6),
+            Some(abi_wire::ErrorCode::CollectionNotFound),
+            "the dropped collection is gone for the rest of the commit"
+        );
+    }
 }
