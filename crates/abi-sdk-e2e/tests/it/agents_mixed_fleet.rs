@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use abi_sdk::agents::{Invocation, SubmitOptions};
+use abi_sdk::CallErrorKind;
+use abi_sdk::agents::{AgentErrorKind, Invocation, SubmitOptions};
 use serde_json::json;
 
 use super::agents_fixture::{DEADLINE, MODULE, Provider, Setup, options, ready};
@@ -26,7 +27,17 @@ async fn submit_to(setup: &Setup, owner: &str, prompt: &str, id: &str) -> Invoca
         if run.owner_instance_id() == owner {
             return run;
         }
-        run.cancel().await.unwrap();
+        // A miss is stopped, then waited for. One that ended meanwhile may
+        // be refused OWNER_UNAVAILABLE: its host read the record before the
+        // end was saved and looked for the live run after it left (both
+        // hosts answer so); the wait below covers it too.
+        if let Err(err) = run.cancel().await {
+            assert_eq!(
+                err.kind(),
+                AgentErrorKind::Call(CallErrorKind::OwnerUnavailable),
+                "{err}"
+            );
+        }
         let _ = run.result(Some(DEADLINE)).await;
     }
     panic!("no submit landed on {owner}");
