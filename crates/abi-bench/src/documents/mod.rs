@@ -257,7 +257,10 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     let elapsed = started.elapsed();
     drop(nats);
     let disk_after = crate::disk::describe().await;
-    let ours = [&sqlite, &postgres];
+    let ours = [
+        (&sqlite, report::SQLITE_TARGETS),
+        (&postgres, report::POSTGRES_TARGETS),
+    ];
     let verdicts = report::verdicts(&raw, &ours, &reference);
     let columns = [raw, sqlite, postgres, reference];
     let notes = format!(

@@ -10,9 +10,38 @@ use crate::service::Usage;
 /// The issue's latency target: a get's p50 at most this many raw
 /// request-replies.
 pub const GET_TARGET_RATIO: f64 = 2.0;
-/// The issue's throughput target: at least this many times the reference's
-/// put throughput.
-pub const PUT_TARGET_RATIO: f64 = 10.0;
+
+/// What issue 24 asks of one of our storages at the run's callers (64 by
+/// default): its put throughput against the reference's, and where the
+/// issue names them, puts per second and the service's CPU per call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StorageTargets {
+    /// Put throughput at least this many times the reference's.
+    pub put_ratio: f64,
+    /// Successful puts per second, at least.
+    pub puts_per_sec: Option<f64>,
+    /// The service's CPU per put, microseconds, at most.
+    pub put_cpu_us: Option<f64>,
+    /// The service's CPU per get, microseconds, at most.
+    pub get_cpu_us: Option<f64>,
+}
+
+/// Issue 24's targets for `abi-documents` on SQLite.
+pub const SQLITE_TARGETS: StorageTargets = StorageTargets {
+    put_ratio: 40.0,
+    puts_per_sec: Some(30_000.0),
+    put_cpu_us: Some(40.0),
+    get_cpu_us: Some(25.0),
+};
+
+/// Issue 24's target for `abi-documents` on PostgreSQL: its throughput
+/// against the reference's only.
+pub const POSTGRES_TARGETS: StorageTargets = StorageTargets {
+    put_ratio: 10.0,
+    puts_per_sec: None,
+    put_cpu_us: None,
+    get_cpu_us: None,
+};
 
 /// A measured operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -191,14 +220,14 @@ pub fn table(columns: &[Column], shape: Shape) -> String {
     header + &out
 }
 
-/// The verdict table: each of our storage targets against the issue's
-/// targets. A get is judged against the raw request-replies interleaved with
-/// it (else `floor`, the raw request-reply column); `reference` is the
-/// reference's column.
-pub fn verdicts(floor: &Column, ours: &[&Column], reference: &Column) -> String {
+/// The verdict table: each of our storages against its targets. A get is
+/// judged against the raw request-replies interleaved with it (else
+/// `floor`, the raw request-reply column); `reference` is the reference's
+/// column.
+pub fn verdicts(floor: &Column, ours: &[(&Column, StorageTargets)], reference: &Column) -> String {
     let mut out = String::from("| target | measured | verdict |\n|---|---|---|\n");
     let ms = |s: &Summary| s.p50.as_secs_f64() * 1e3;
-    for column in ours {
+    for (column, _) in ours {
         let (raw, which) = match &column.paired_get_floor {
             Some(paired) => (Some(paired), "interleaved"),
             None => (floor.latency.get(&Op::Get), "raw column"),
@@ -227,7 +256,8 @@ pub fn verdicts(floor: &Column, ours: &[&Column], reference: &Column) -> String 
             measured,
         );
     }
-    for column in ours {
+    for (column, targets) in ours {
+        let target_ratio = targets.put_ratio;
         let measured = match (column.throughput, reference.throughput) {
             _ if column.skipped.is_some() || reference.skipped.is_some() => None,
             (Some(ours), Some(theirs)) if theirs > 0.0 => {
@@ -243,7 +273,7 @@ pub fn verdicts(floor: &Column, ours: &[&Column], reference: &Column) -> String 
                         "{ours:.0} vs {theirs:.0} ops/s: **{ratio:.1}x** \
                          (successful puts only; the reference failed {failed} in that phase)"
                     ),
-                    ratio >= PUT_TARGET_RATIO,
+                    ratio >= target_ratio,
                 ))
             }
             _ => None,
@@ -251,11 +281,44 @@ pub fn verdicts(floor: &Column, ours: &[&Column], reference: &Column) -> String 
         push_verdict(
             &mut out,
             &format!(
-                "{}: put throughput >= {PUT_TARGET_RATIO}x the reference's",
+                "{}: put throughput >= {target_ratio}x the reference's",
                 column.name
             ),
             measured,
         );
+        for (target, measured) in own_verdicts(column, targets) {
+            push_verdict(&mut out, &target, measured);
+        }
+    }
+    out
+}
+
+/// The targets a storage meets or misses on its own (no other column
+/// needed): puts per second, CPU per put and per get; each as the target's
+/// wording and, when measured, the figure and whether it holds.
+fn own_verdicts(
+    column: &Column,
+    targets: &StorageTargets,
+) -> Vec<(String, Option<(String, bool)>)> {
+    let measured = |value: Option<f64>| value.filter(|_| column.skipped.is_none());
+    let mut out = Vec::new();
+    if let Some(floor) = targets.puts_per_sec {
+        out.push((
+            format!("{}: put throughput >= {floor:.0}/s", column.name),
+            measured(column.throughput).map(|rate| (format!("{rate:.0}/s"), rate >= floor)),
+        ));
+    }
+    let cpu = [
+        ("put", targets.put_cpu_us, column.cpu_per_put_us),
+        ("get", targets.get_cpu_us, column.cpu_per_get_us),
+    ];
+    for (op, target, value) in cpu {
+        if let Some(ceiling) = target {
+            out.push((
+                format!("{}: service CPU per {op} <= {ceiling:.0} µs", column.name),
+                measured(value).map(|us| (format!("{us:.0} µs"), us <= ceiling)),
+            ));
+        }
     }
     out
 }
@@ -267,4 +330,99 @@ fn push_verdict(out: &mut String, target: &str, measured: Option<(String, bool)>
         None => ("not measured".to_owned(), "—"),
     };
     let _ = writeln!(out, "| {target} | {text} | {verdict} |");
+}
+
+#[cfg(test)]
+mod verdict_tests {
+    use super::*;
+
+    fn sqlite(puts: f64, put_us: f64, get_us: f64) -> Column {
+        let mut column = Column::new("abi-documents (SQLite)");
+        column.throughput = Some(puts);
+        column.cpu_per_put_us = Some(put_us);
+        column.cpu_per_get_us = Some(get_us);
+        column
+    }
+
+    #[test]
+    fn sqlite_is_judged_on_its_rate_and_its_cpu_per_call() {
+        // (puts/s, µs per put, µs per get) -> (rate, put, get) holds
+        let table = [
+            ((30_000.0, 40.0, 25.0), (true, true, true)),
+            ((21_740.0, 38.0, 15.0), (false, true, true)),
+            ((35_000.0, 41.0, 26.0), (true, false, false)),
+        ];
+        for ((puts, put_us, get_us), expected) in table {
+            let verdicts = own_verdicts(&sqlite(puts, put_us, get_us), &SQLITE_TARGETS);
+            assert!(verdicts.iter().all(|(_, m)| m.is_some()), "all measured");
+            let held: Vec<bool> = verdicts
+                .iter()
+                .map(|(_, m)| m.as_ref().is_some_and(|m| m.1))
+                .collect();
+            assert_eq!(
+                held,
+                [expected.0, expected.1, expected.2],
+                "{puts} {put_us} {get_us}"
+            );
+        }
+        let verdicts = own_verdicts(&sqlite(21_740.4, 38.2, 15.0), &SQLITE_TARGETS);
+        let names: Vec<&str> = verdicts.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "abi-documents (SQLite): put throughput >= 30000/s",
+                "abi-documents (SQLite): service CPU per put <= 40 µs",
+                "abi-documents (SQLite): service CPU per get <= 25 µs",
+            ]
+        );
+        assert_eq!(
+            verdicts[0].1.as_ref().map(|m| m.0.as_str()),
+            Some("21740/s")
+        );
+    }
+
+    #[test]
+    fn a_skipped_storage_is_not_judged_and_postgres_has_only_its_ratio() {
+        let mut skipped = sqlite(50_000.0, 10.0, 10.0);
+        skipped.skipped = Some("--skip-postgres".to_owned());
+        assert!(
+            own_verdicts(&skipped, &SQLITE_TARGETS)
+                .iter()
+                .all(|(_, m)| m.is_none())
+        );
+        assert!(own_verdicts(&sqlite(1.0, 1.0, 1.0), &POSTGRES_TARGETS).is_empty());
+    }
+
+    #[test]
+    fn each_storage_is_held_to_its_own_ratio() {
+        let mut reference = Column::new("reference (Python, SQLite)");
+        reference.throughput = Some(500.0);
+        let ours = sqlite(15_000.0, 38.0, 15.0);
+        let mut postgres = Column::new("abi-documents (PostgreSQL)");
+        postgres.throughput = Some(6_000.0);
+        let table = verdicts(
+            &Column::new("raw"),
+            &[(&ours, SQLITE_TARGETS), (&postgres, POSTGRES_TARGETS)],
+            &reference,
+        );
+        assert!(
+            table.contains(
+                "(SQLite): put throughput >= 40x the reference's | 15000 vs 500 ops/s: **30.0x**"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "(PostgreSQL): put throughput >= 10x the reference's | 6000 vs 500 ops/s: **12.0x**"
+            ),
+            "{table}"
+        );
+        let rows: Vec<&str> = table
+            .lines()
+            .filter(|l| l.contains("put throughput >= "))
+            .collect();
+        assert!(rows[0].ends_with("**missed** |"), "{table}");
+        assert!(rows[1].ends_with("**missed** |"), "30000/s: {table}");
+        assert!(rows[2].ends_with("**met** |"), "{table}");
+    }
 }

@@ -10,8 +10,14 @@ use crate::measure::Summary;
 use crate::report::judged;
 use crate::service::Usage;
 
-/// The issue's latency target: trigger-to-start p50 on an idle host, ms.
-pub const START_P50_TARGET_MS: f64 = 2.0;
+/// Issue 24's latency target: trigger-to-start p50 on an idle host, ms.
+pub const START_P50_TARGET_MS: f64 = 1.0;
+/// Issue 24's CPU target: host, abi-documents and nats-server together,
+/// microseconds per run of the judged cell.
+pub const RUN_CPU_TARGET_US: f64 = 250.0;
+/// Issue 24's CPU target for the job host alone, microseconds per run of
+/// the judged cell.
+pub const HOST_CPU_TARGET_US: f64 = 60.0;
 /// The issue's throughput target at `max_concurrency` 64: at least this
 /// many times the reference's.
 pub const THROUGHPUT_TARGET_RATIO: f64 = 10.0;
@@ -136,7 +142,8 @@ pub fn table(columns: &[Column], triggers: usize) -> String {
     header + &out
 }
 
-/// The verdict table on the issue's two targets for our host.
+/// The verdict table on issue 24's targets for our host: throughput,
+/// trigger-to-start, the CPU of a run in all and of the host alone.
 pub fn verdicts(ours: &Column, reference: &Column) -> String {
     let mut out = String::from("| target | measured | verdict |\n|---|---|---|\n");
     let rate = |c: &Column| c.throughput.get(&JUDGED_LEVEL).map(|t| t.rate);
@@ -161,5 +168,94 @@ pub fn verdicts(ours: &Column, reference: &Column) -> String {
         out,
         "| trigger-to-start p50 <= {START_P50_TARGET_MS:.0} ms on an idle host | {line} | {verdict} |"
     );
+    let (total, host) = cpu_verdicts(ours.cpu_per_run);
+    let _ = writeln!(
+        out,
+        "| CPU per run at max_concurrency {JUDGED_LEVEL}, host + abi-documents + nats-server <= {RUN_CPU_TARGET_US:.0} µs | {} | {} |",
+        total.0, total.1
+    );
+    let _ = writeln!(
+        out,
+        "| CPU per run at max_concurrency {JUDGED_LEVEL}, job host <= {HOST_CPU_TARGET_US:.0} µs | {} | {} |",
+        host.0, host.1
+    );
     out
+}
+
+/// What a run's CPU (host, abi-documents, nats-server, bench caller; µs)
+/// says of the two CPU targets: (measured, verdict) for the three
+/// processes together, then for the host alone.
+fn cpu_verdicts(per_run: Option<[f64; 4]>) -> ((String, &'static str), (String, &'static str)) {
+    match per_run {
+        Some([host, documents, nats, _caller]) => {
+            let total = host + documents + nats;
+            (
+                (
+                    format!("{host:.0} + {documents:.0} + {nats:.0} = {total:.0} µs"),
+                    judged(total <= RUN_CPU_TARGET_US),
+                ),
+                (format!("{host:.0} µs"), judged(host <= HOST_CPU_TARGET_US)),
+            )
+        }
+        None => (
+            ("not measured".to_owned(), judged(false)),
+            ("not measured".to_owned(), judged(false)),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runs_cpu_is_judged_in_all_and_for_the_host_alone() {
+        let met = judged(true);
+        let missed = judged(false);
+        // (host, documents, nats, caller) -> (total verdict, host verdict)
+        let table = [
+            ([56.0, 117.0, 47.0, 13.0], met, met),
+            ([60.0, 140.0, 50.0, 99.0], met, met),
+            ([61.0, 100.0, 40.0, 0.0], met, missed),
+            ([50.0, 160.0, 41.0, 0.0], missed, met),
+            ([100.0, 290.0, 105.0, 20.0], missed, missed),
+        ];
+        for (per_run, total, host) in table {
+            let (t, h) = cpu_verdicts(Some(per_run));
+            assert_eq!((t.1, h.1), (total, host), "{per_run:?}");
+        }
+        let (t, h) = cpu_verdicts(Some([56.0, 117.0, 47.0, 13.0]));
+        assert_eq!(t.0, "56 + 117 + 47 = 220 µs");
+        assert_eq!(h.0, "56 µs");
+        let (t, h) = cpu_verdicts(None);
+        assert_eq!((t.1, h.1), (missed, missed));
+        assert_eq!(t.0, "not measured");
+    }
+
+    #[test]
+    fn the_verdicts_name_issue_24s_targets() {
+        let mut ours = Column::new("ours");
+        ours.start = Some(Summary {
+            p50: std::time::Duration::from_micros(1_200),
+            p99: std::time::Duration::from_micros(2_000),
+        });
+        ours.cpu_per_run = Some([56.0, 117.0, 47.0, 13.0]);
+        let reference = Column::new("reference");
+        let table = verdicts(&ours, &reference);
+        assert!(
+            table.contains(
+                "| trigger-to-start p50 <= 1 ms on an idle host | p50 1.200 ms | **missed** |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("<= 250 µs | 56 + 117 + 47 = 220 µs | **met** |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("job host <= 60 µs | 56 µs | **met** |"),
+            "{table}"
+        );
+        assert_eq!(table.lines().count(), 2 + 4, "{table}");
+    }
 }

@@ -134,8 +134,8 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
     assert_eq!(verdicts[0], ["target", "measured", "verdict"]);
     assert_eq!(
         verdicts.len(),
-        2 + 4,
-        "two targets for each of our storages"
+        2 + 5 + 2,
+        "SQLite: get latency, the ratio, puts/s, CPU per put and per get; PostgreSQL: get latency and the ratio"
     );
     for verdict in &verdicts[2..] {
         assert!(

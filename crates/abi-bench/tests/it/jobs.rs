@@ -54,7 +54,7 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
 
     let verdicts = &run.verdicts;
     assert_eq!(verdicts[0], ["target", "measured", "verdict"]);
-    assert_eq!(verdicts.len(), 2 + 2, "two targets:\n{stdout}");
+    assert_eq!(verdicts.len(), 2 + 4, "four targets:\n{stdout}");
     for verdict in &verdicts[2..] {
         assert!(
             verdict[2] == "**met**" || verdict[2] == "**missed**",
