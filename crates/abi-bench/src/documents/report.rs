@@ -316,7 +316,8 @@ fn own_verdicts(
         if let Some(ceiling) = target {
             out.push((
                 format!("{}: service CPU per {op} <= {ceiling:.0} µs", column.name),
-                measured(value).map(|us| (format!("{us:.0} µs"), us <= ceiling)),
+                // One decimal: 40.3 µs misses a 40 µs target, and must not read "40".
+                measured(value).map(|us| (format!("{us:.1} µs"), us <= ceiling)),
             ));
         }
     }
@@ -379,6 +380,8 @@ mod verdict_tests {
             verdicts[0].1.as_ref().map(|m| m.0.as_str()),
             Some("21740/s")
         );
+        let edge = own_verdicts(&sqlite(30_000.0, 40.3, 25.0), &SQLITE_TARGETS);
+        assert_eq!(edge[1].1, Some(("40.3 µs".to_owned(), false)));
     }
 
     #[test]

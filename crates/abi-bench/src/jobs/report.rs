@@ -191,10 +191,11 @@ fn cpu_verdicts(per_run: Option<[f64; 4]>) -> ((String, &'static str), (String, 
             let total = host + documents + nats;
             (
                 (
-                    format!("{host:.0} + {documents:.0} + {nats:.0} = {total:.0} µs"),
+                    format!("{host:.1} + {documents:.1} + {nats:.1} = {total:.1} µs"),
                     judged(total <= RUN_CPU_TARGET_US),
                 ),
-                (format!("{host:.0} µs"), judged(host <= HOST_CPU_TARGET_US)),
+                // One decimal: 60.4 µs misses the target, and must not read "60".
+                (format!("{host:.1} µs"), judged(host <= HOST_CPU_TARGET_US)),
             )
         }
         None => (
@@ -225,8 +226,10 @@ mod tests {
             assert_eq!((t.1, h.1), (total, host), "{per_run:?}");
         }
         let (t, h) = cpu_verdicts(Some([56.0, 117.0, 47.0, 13.0]));
-        assert_eq!(t.0, "56 + 117 + 47 = 220 µs");
-        assert_eq!(h.0, "56 µs");
+        assert_eq!(t.0, "56.0 + 117.0 + 47.0 = 220.0 µs");
+        assert_eq!(h.0, "56.0 µs");
+        let (_, h) = cpu_verdicts(Some([60.4, 100.0, 40.0, 0.0]));
+        assert_eq!(h, ("60.4 µs".to_owned(), missed));
         let (t, h) = cpu_verdicts(None);
         assert_eq!((t.1, h.1), (missed, missed));
         assert_eq!(t.0, "not measured");
@@ -249,11 +252,11 @@ mod tests {
             "{table}"
         );
         assert!(
-            table.contains("<= 250 µs | 56 + 117 + 47 = 220 µs | **met** |"),
+            table.contains("<= 250 µs | 56.0 + 117.0 + 47.0 = 220.0 µs | **met** |"),
             "{table}"
         );
         assert!(
-            table.contains("job host <= 60 µs | 56 µs | **met** |"),
+            table.contains("job host <= 60 µs | 56.0 µs | **met** |"),
             "{table}"
         );
         assert_eq!(table.lines().count(), 2 + 4, "{table}");
