@@ -6,7 +6,7 @@
 use abi_document_model::Data;
 use abi_proto::agent::v1 as apb;
 use abi_wire::ErrorCode;
-use abi_wire::agents::{self as wire, field};
+use abi_wire::agents::{self as wire, field, is_terminal};
 
 use crate::record;
 
@@ -81,6 +81,40 @@ pub(super) fn admit(closing: bool, reserved: bool) -> Result<(), Refused> {
         ));
     }
     Ok(())
+}
+
+/// What a cancel does next, from the record's status as last read, the
+/// run if it is live in this process, and whether the record was already
+/// read a second time.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum CancelStep<R> {
+    /// The run has ended: answer the record as read.
+    Answer,
+    /// The run is live here: stop it, then answer the record read again.
+    Stop(R),
+    /// Not ended when read and not live here: read the record again. A run
+    /// of this process saves its end before it leaves the live runs, so one
+    /// that ended between the first read and the look at the live runs is
+    /// seen ended now, and answered instead of refused.
+    Reread,
+    /// Read twice, not ended, not live here: another process owns the run,
+    /// or none does.
+    Refuse(Refused),
+}
+
+/// The next step of a cancel (see [`CancelStep`]).
+pub(super) fn cancel_step<R>(status: &str, live_here: Option<R>, reread: bool) -> CancelStep<R> {
+    if is_terminal(status) {
+        return CancelStep::Answer;
+    }
+    match live_here {
+        Some(run) => CancelStep::Stop(run),
+        None if reread => CancelStep::Refuse((
+            ErrorCode::OwnerUnavailable,
+            "This process does not own execution; cancellation is not inferred from lease expiry",
+        )),
+        None => CancelStep::Reread,
+    }
 }
 
 #[cfg(test)]
@@ -218,5 +252,34 @@ mod tests {
         assert!(admit(false, true).is_ok());
         assert_eq!(admit(true, true).unwrap_err().0, ErrorCode::AgentBusy);
         assert_eq!(admit(false, false).unwrap_err().0, ErrorCode::AgentBusy);
+    }
+
+    #[test]
+    fn a_cancel_reads_again_before_it_refuses_a_run_not_live_here() {
+        use abi_wire::agents::RunStatus;
+        let running = RunStatus::Running.as_str();
+        let done = RunStatus::Succeeded.as_str();
+        let cancelled = RunStatus::Cancelled.as_str();
+        let refused = CancelStep::Refuse((
+            ErrorCode::OwnerUnavailable,
+            "This process does not own execution; cancellation is not inferred from lease expiry",
+        ));
+        // (status read, live here, read again already) -> step
+        let rows = [
+            (done, None, false, CancelStep::Answer),
+            (cancelled, Some(1), false, CancelStep::Answer),
+            (done, None, true, CancelStep::Answer),
+            (running, Some(1), false, CancelStep::Stop(1)),
+            (running, Some(1), true, CancelStep::Stop(1)),
+            (running, None, false, CancelStep::Reread),
+            (running, None, true, refused),
+        ];
+        for (status, live, reread, expected) in rows {
+            assert_eq!(
+                cancel_step(status, live, reread),
+                expected,
+                "{status} live {live:?} reread {reread}"
+            );
+        }
     }
 }

@@ -8,7 +8,7 @@
 use abi_proto::agent::v1 as apb;
 use abi_proto::common::v1 as common;
 use abi_wire::ErrorCode;
-use abi_wire::agents::{self as wire, Operation, is_terminal};
+use abi_wire::agents::{self as wire, Operation};
 use abi_wire::agents::{RunStatus, field};
 use abi_wire::rpc::Reply;
 use async_nats::Message;
@@ -16,6 +16,7 @@ use bytes::Bytes;
 use prost::Message as _;
 use tracing::warn;
 
+use super::machine::{self, CancelStep};
 use super::refusal::Refusal;
 use super::{Shared, auth, run, submit, view};
 use crate::record;
@@ -236,15 +237,26 @@ async fn answer(
                 .await?;
             return Ok(Answer::Data(record::fragment_bytes(&fragment.data)));
         }
-        Request::Cancel if !is_terminal(&record::status(&doc.data)) => {
-            let Some(live) = shared.runs.get(&key) else {
-                return Err(Refusal::new(
-                    ErrorCode::OwnerUnavailable,
-                    "This process does not own execution; cancellation is not inferred from lease expiry",
-                ));
-            };
-            run::cancel(shared, &live, RunStatus::Cancelled).await;
-            doc = shared.documents().get(runs, &key).await?;
+        Request::Cancel => {
+            let mut reread = false;
+            loop {
+                let status = record::status(&doc.data);
+                match machine::cancel_step(&status, shared.runs.get(&key), reread) {
+                    CancelStep::Answer => break,
+                    CancelStep::Stop(live) => {
+                        run::cancel(shared, &live, RunStatus::Cancelled).await;
+                        doc = shared.documents().get(runs, &key).await?;
+                        break;
+                    }
+                    CancelStep::Reread => {
+                        doc = shared.documents().get(runs, &key).await?;
+                        reread = true;
+                    }
+                    CancelStep::Refuse((code, message)) => {
+                        return Err(Refusal::new(code, message));
+                    }
+                }
+            }
         }
         _ => {}
     }

@@ -28,9 +28,10 @@ async fn submit_to(setup: &Setup, owner: &str, prompt: &str, id: &str) -> Invoca
             return run;
         }
         // A miss is stopped, then waited for. One that ended meanwhile may
-        // be refused OWNER_UNAVAILABLE: its host read the record before the
-        // end was saved and looked for the live run after it left (both
-        // hosts answer so); the wait below covers it too.
+        // be refused OWNER_UNAVAILABLE by the reference's host: it read the
+        // record before the end was saved and looked for the live run after
+        // it left (ours reads the record again and answers the end); the
+        // wait below covers it too.
         if let Err(err) = run.cancel().await {
             assert_eq!(
                 err.kind(),
