@@ -203,7 +203,7 @@ impl Config {
     /// point read takes microseconds, and a second runtime thread mostly
     /// adds wakeups between the two, each costing tens of microseconds on a
     /// VM whose other vCPU sleeps (docs/benchmarks.md: 3 µs less CPU per put
-    /// and per get, puts/s up a tenth).
+    /// and per get; throughput moved within its spread).
     pub fn runtime_threads(&self, cores: NonZeroUsize) -> NonZeroUsize {
         if let Some(set) = NonZeroUsize::new(self.runtime_threads) {
             return set;
