@@ -211,7 +211,7 @@ impl AppClient {
         let body = match body.into().outgoing().await? {
             Outgoing::Inline(bytes) => SentBody::Inline(bytes),
             Outgoing::Held { held, size } => {
-                let chunk = wire::chunk_bytes(nats.server_info().max_payload);
+                let chunk = wire::chunk_bytes(nats.max_payload());
                 let inbox = stream::hold(&nats, held, chunk, &tasks, holding.clone(), ())
                     .await
                     .map_err(|e| {

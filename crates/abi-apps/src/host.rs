@@ -292,7 +292,7 @@ fn serve(shared: &Arc<Shared>, name: &str) -> Handler {
                 },
             };
             let mut bytes = response.encode_to_vec();
-            if bytes.len() > shared.nats.server_info().max_payload {
+            if bytes.len() > shared.nats.max_payload() {
                 warn!(app = %name, "an app answered with more headers than a message holds");
                 bytes = pb::HttpResponse {
                     error: Some(
@@ -351,7 +351,7 @@ async fn handle(shared: &Shared, name: &str, msg: &Message) -> Result<pb::HttpRe
     match answer.body {
         Body::Inline(bytes) => response.body = bytes.to_vec(),
         Body::Held(held) => {
-            let chunk = wire::chunk_bytes(shared.nats.server_info().max_payload);
+            let chunk = wire::chunk_bytes(shared.nats.max_payload());
             let inbox = stream::hold(
                 &shared.nats,
                 held,
@@ -468,7 +468,7 @@ async fn answer(
         })
         .map(|(name, value)| (name.as_str().to_owned(), latin1(value.as_bytes())))
         .collect();
-    let max_payload = shared.nats.server_info().max_payload;
+    let max_payload = shared.nats.max_payload();
     let known = http_body::Body::size_hint(&body)
         .exact()
         .and_then(|n| usize::try_from(n).ok())
@@ -550,7 +550,7 @@ async fn file(shared: &Shared, app: &AppSpec, request: &pb::HttpRequest) -> Opti
             body: Body::Inline(Bytes::new()),
         });
     }
-    let max_payload = shared.nats.server_info().max_payload;
+    let max_payload = shared.nats.max_payload();
     let body = match content {
         Some(bytes) if fits_inline(bytes.len(), &headers, max_payload) => Body::Inline(bytes),
         _ => Body::Held(Held::File { path, size }),

@@ -498,7 +498,7 @@ mod tests {
     }
 
     fn chunk_of(nats: &async_nats::Client) -> usize {
-        wire::chunk_bytes(nats.server_info().max_payload)
+        wire::chunk_bytes(nats.max_payload())
     }
 
     /// [`body`] held on a new inbox.

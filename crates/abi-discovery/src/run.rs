@@ -106,7 +106,7 @@ pub enum RunError {
 /// requests in flight.
 pub async fn run(cfg: Valid, shutdown: CancellationToken) -> Result<(), RunError> {
     let client = connect(&cfg).await?;
-    let max_payload = client.server_info().max_payload;
+    let max_payload = client.max_payload();
     let jetstream = async_nats::jetstream::new(client.clone());
     let store_cfg = JetStreamStoreConfig {
         project: cfg.project.to_string(),

@@ -208,10 +208,7 @@ impl Caller {
     pub async fn download(&self, id: &str, size: usize) -> Result<Bytes, TransferError> {
         let read = async {
             if size > wire::MAX_VALUE_BYTES {
-                return Err(TransferError::too_large(
-                    size,
-                    self.client.server_info().max_payload,
-                ));
+                return Err(TransferError::too_large(size, self.client.max_payload()));
             }
             let data = self.read_to_end(id, size).await?;
             if data.len() != size {

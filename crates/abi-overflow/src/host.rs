@@ -91,7 +91,7 @@ impl OverflowHost {
         secret: &str,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         let owner = uuid::Uuid::new_v4().simple().to_string();
-        let limits = Limits::for_broker(client.server_info().max_payload);
+        let limits = Limits::for_broker(client.max_payload());
         let mut streams = Vec::new();
         for op in TransferOp::ALL {
             let shared_subject = format!("{}.{}", wire::PREFIX, op.as_str());
@@ -378,7 +378,7 @@ fn run<Resp: TransferReply>(
     body: &[u8],
     op: Operation<'_, Resp>,
 ) -> Vec<u8> {
-    let max_payload = shared.client.server_info().max_payload;
+    let max_payload = shared.client.max_payload();
     let outcome = shared.caller(headers).and_then(|caller| {
         if body.len() > max_payload {
             return Err(TransferError::new(

@@ -357,10 +357,7 @@ impl FlowContext {
             Ok(encoded) => (encoded, None),
             Err(StepResultError::TooLarge { json, .. }) if large => {
                 let js = self.jetstream()?;
-                let max = self
-                    .job
-                    .host()
-                    .map_or(0, |h| h.nats.server_info().max_payload);
+                let max = self.job.host().map_or(0, |h| h.nats.max_payload());
                 match abi_jobs::claim_check::store(&js, json.as_bytes(), max).await {
                     Ok(name) => (json, Some(name)),
                     Err(err) => {

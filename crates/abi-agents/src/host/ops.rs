@@ -89,7 +89,7 @@ pub(super) async fn handle(
         Ok(answer) => encode(op, answer),
         Err(refusal) => refusal_bytes(op, refusal),
     };
-    let max_payload = shared.links.nats.server_info().max_payload;
+    let max_payload = shared.links.nats.max_payload();
     let payload = if payload.len() > max_payload.min(wire::MAX_REPLY_BYTES) {
         refusal_bytes(
             op,

@@ -665,7 +665,7 @@ async fn event_documents(
 /// Pushes committed event `sequence` to the watchers, its data inline when
 /// small enough, else its parts to read.
 async fn push_event(shared: &Shared, run: &Run, sequence: u64, event: &AgentEvent, parts: i64) {
-    let max_payload = shared.links.nats.server_info().max_payload;
+    let max_payload = shared.links.nats.max_payload();
     let inline = event.data.len() <= wire::INLINE_UPDATE_BYTES.min(max_payload / 4);
     let update = apb::RunUpdate {
         event: Some(apb::AgentEvent {

@@ -230,7 +230,7 @@ impl<S: DocumentStore> Worker<S> {
             .handler
             .overflow()
             .filter(|_| frame::accepts_overflow(headers));
-        let max_payload = self.client.server_info().max_payload;
+        let max_payload = self.client.max_payload();
         let mut answer = self
             .handler
             .handle(Request {

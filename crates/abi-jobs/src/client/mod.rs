@@ -421,7 +421,7 @@ impl JobClient {
         // reference counts it).
         let span =
             abi_sdk_core::traces::client_span(&inner.subjects.trigger(), body.len(), &mut headers);
-        let max = inner.nats.server_info().max_payload;
+        let max = inner.nats.max_payload();
         let mut js = async_nats::jetstream::new(inner.nats.clone());
         js.set_timeout(inner.trigger_timeout);
         let mut body = Bytes::from(body);

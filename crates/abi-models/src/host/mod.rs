@@ -353,7 +353,7 @@ async fn send(
 ) {
     let links = shared.links();
     let mut bytes = response.encode_to_vec();
-    let limit = links.nats.server_info().max_payload;
+    let limit = links.nats.max_payload();
     if bytes.len() > limit {
         bytes = Refusal::rpc(
             ErrorCode::PayloadTooLarge,
