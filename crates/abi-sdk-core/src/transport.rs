@@ -213,20 +213,16 @@ impl Transport {
         started: Instant,
         span: &tracing::Span,
     ) -> Result<Bytes, CallError> {
-        let mut headers = HeaderMap::new();
-        headers.insert(abi_auth::AUTH_HEADER, token);
-        traces::inject(span, &mut headers);
+        let headers = call_headers(token, span, None);
         span.record(abi_wire::trace::attribute::BODY_SIZE, payload.len());
         // The chunk exchanges carry the token only (built when a message
-        // overflows); the call says it can read a parked reply, as the
-        // reference's clients all do.
+        // overflows).
         let transfers = || {
             let mut auth = HeaderMap::new();
             auth.insert(abi_auth::AUTH_HEADER, token);
             Caller::new(client.clone(), auth, self.timeout)
         };
-        headers.insert(overflow::ACCEPT_HEADER, overflow::ACCEPT_VALUE);
-        let max_payload = client.server_info().max_payload;
+        let max_payload = client.max_payload();
         let mut upload = None;
         let payload = if max_payload > 0 && !frame::fits(payload.len(), &headers, max_payload) {
             if !overflow::possible(max_payload) || payload.len() > overflow::MAX_VALUE_BYTES {
@@ -239,14 +235,18 @@ impl Transport {
                 .upload(&payload, overflow::chunk_size(max_payload))
                 .await
                 .map_err(transfer_failed)?;
-            headers.insert(overflow::REQUEST_HEADER, id.as_str());
             upload = Some(id);
             Bytes::new()
         } else {
             payload
         };
+        let headers = match &upload {
+            None => headers,
+            Some(id) => call_headers(token, span, Some(id)),
+        };
+        let again = || call_headers(token, span, upload.as_deref());
         let answered = self
-            .send_headed(client, subject, headers, payload, started)
+            .send_headed(client, subject, (headers, &again), payload, started)
             .await;
         if let Some(id) = upload {
             // The service released it when it read it; this covers a
@@ -271,15 +271,19 @@ impl Transport {
     }
 
     /// Sends one request with `headers`, resending while nobody serves the
-    /// queue group; the reply whole (its headers too).
+    /// queue group (each resend with the headers `again` builds: a request
+    /// takes its headers, and copying them for a resend that seldom comes
+    /// cost more than building them twice when it does); the reply whole
+    /// (its headers too).
     async fn send_headed(
         &self,
         client: &async_nats::Client,
         subject: &str,
-        headers: HeaderMap,
+        (headers, again): (HeaderMap, &(dyn Fn() -> HeaderMap + Sync)),
         payload: Bytes,
         started: Instant,
     ) -> Result<async_nats::Message, CallError> {
+        let mut headers = Some(headers);
         let deadline = started + self.timeout;
         let resend_until =
             started + NO_RESPONDERS_RETRY.min(self.timeout.saturating_sub(DEADLINE_MARGIN));
@@ -288,7 +292,7 @@ impl Transport {
         let reply = loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let request = async_nats::Request::new()
-                .headers(headers.clone())
+                .headers(headers.take().unwrap_or_else(again))
                 .payload(payload.clone())
                 .timeout(Some(remaining));
             let sent =
@@ -363,6 +367,20 @@ impl Transport {
 }
 
 /// A transfer's failure as a call's: its wire code, its message.
+/// A call's headers: the token, the trace context, that the caller reads
+/// a parked reply (as the reference's clients all do), and the upload that
+/// holds an overflowed request's body.
+fn call_headers(token: &str, span: &tracing::Span, upload: Option<&str>) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(abi_auth::AUTH_HEADER, token);
+    traces::inject(span, &mut headers);
+    headers.insert(overflow::ACCEPT_HEADER, overflow::ACCEPT_VALUE);
+    if let Some(id) = upload {
+        headers.insert(overflow::REQUEST_HEADER, id);
+    }
+    headers
+}
+
 fn transfer_failed(err: TransferError) -> CallError {
     CallError::new(CallErrorKind::from(err.code), err.message).with_code(err.code.as_str())
 }
@@ -389,4 +407,29 @@ fn trace_code(err: &CallError) -> &str {
 pub(crate) fn refusal(error: &abi_proto::common::v1::CallError) -> CallError {
     CallError::new(CallErrorKind::from_code(&error.code), error.message.clone())
         .with_code(error.code.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_call_carries_its_token_says_it_reads_parked_replies_and_names_its_upload() {
+        let span = tracing::Span::none();
+        let plain = call_headers("tok", &span, None);
+        assert_eq!(plain.get(abi_auth::AUTH_HEADER).unwrap().as_str(), "tok");
+        assert_eq!(
+            plain.get(overflow::ACCEPT_HEADER).unwrap().as_str(),
+            overflow::ACCEPT_VALUE
+        );
+        assert!(plain.get(overflow::REQUEST_HEADER).is_none());
+        let uploaded = call_headers("tok", &span, Some("u1"));
+        assert_eq!(
+            uploaded.get(overflow::REQUEST_HEADER).unwrap().as_str(),
+            "u1"
+        );
+        // A resend builds the same headers again.
+        assert_eq!(call_headers("tok", &span, Some("u1")), uploaded);
+    }
 }
