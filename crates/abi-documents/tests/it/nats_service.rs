@@ -252,6 +252,16 @@ async fn scenario(docs: &DocumentClient) {
         .expect("cas");
     assert_eq!(second.version, 2);
     assert_eq!(second.created_at, created.created_at);
+    // A put that keeps its data answers the stamps the service stored.
+    let third = docs
+        .put_ref("runs", "r1", &data, Some(2))
+        .await
+        .expect("put_ref");
+    assert_eq!(third.version, 3);
+    let read = docs.get("runs", "r1").await.expect("get");
+    assert_eq!(third.created_at().expect("created_at"), created.created_at);
+    assert_eq!(third.updated_at().expect("updated_at"), read.updated_at);
+    assert_eq!(read.data, data);
     let stale = docs
         .put("runs", "r1", data.clone(), Some(1))
         .await

@@ -282,18 +282,10 @@ impl DocumentClient {
         let stamps = reply
             .document
             .ok_or_else(|| CallError::new(CallErrorKind::Decode, "reply without its document"))?;
-        let stamp = |text: &str| {
-            Datetime::parse_iso(text).map_err(|e| {
-                CallError::new(
-                    CallErrorKind::Decode,
-                    format!("malformed document in reply: {e}"),
-                )
-            })
-        };
         Ok(Written {
             version: stamps.version,
-            created_at: stamp(&stamps.created_at)?,
-            updated_at: stamp(&stamps.updated_at)?,
+            created_at: stamps.created_at,
+            updated_at: stamps.updated_at,
         })
     }
 
@@ -493,15 +485,45 @@ impl DocumentClient {
 }
 
 /// What [`DocumentClient::put_ref`] answers: the document as stored, but
-/// its data, which is what the caller sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// its data, which is what the caller sent. The stamps are kept as the
+/// reply's text and read when asked for: the job host, which writes most,
+/// asks only for the version.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
     /// The version written (1 when created, plus one per write).
     pub version: i64,
+    created_at: String,
+    updated_at: String,
+}
+
+impl Written {
     /// When the document was first written.
-    pub created_at: Datetime,
+    ///
+    /// # Errors
+    ///
+    /// [`CallErrorKind::Decode`] when the reply's stamp is not an ISO datetime.
+    pub fn created_at(&self) -> Result<Datetime, CallError> {
+        stamp(&self.created_at)
+    }
+
     /// When it was written now.
-    pub updated_at: Datetime,
+    ///
+    /// # Errors
+    ///
+    /// As [`created_at`](Self::created_at).
+    pub fn updated_at(&self) -> Result<Datetime, CallError> {
+        stamp(&self.updated_at)
+    }
+}
+
+/// A reply's stamp read as a datetime.
+fn stamp(text: &str) -> Result<Datetime, CallError> {
+    Datetime::parse_iso(text).map_err(|e| {
+        CallError::new(
+            CallErrorKind::Decode,
+            format!("malformed document in reply: {e}"),
+        )
+    })
 }
 
 /// The bytes of a `PutRequest`, the same prost writes for the request
