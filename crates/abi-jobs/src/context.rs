@@ -67,17 +67,24 @@ impl JobError {
     }
 }
 
-/// One attempt of one run, as its handler sees it. Cheap to clone.
+/// One attempt of one run, as its handler sees it. Cheap to clone: one
+/// reference count (the host hands its handler a clone of every run's).
 #[derive(Clone, Debug)]
 pub struct JobContext {
-    pub(crate) run_id: String,
-    pub(crate) job: String,
-    pub(crate) attempt: u32,
-    pub(crate) trigger: serde_json::Value,
-    pub(crate) payload: serde_json::Value,
-    pub(crate) cancelled: CancellationToken,
-    pub(crate) notes: Arc<Mutex<Notes>>,
-    pub(crate) host: Option<RunHost>,
+    run: Arc<Attempt>,
+}
+
+/// What a [`JobContext`] shares between its clones.
+#[derive(Clone, Debug)]
+struct Attempt {
+    run_id: String,
+    job: String,
+    attempt: u32,
+    trigger: serde_json::Value,
+    payload: serde_json::Value,
+    cancelled: CancellationToken,
+    notes: Arc<Mutex<Notes>>,
+    host: Option<RunHost>,
 }
 
 /// What a run can reach of the host running it: workflows journal their
@@ -137,14 +144,16 @@ impl JobContext {
         payload: serde_json::Value,
     ) -> Self {
         Self {
-            run_id: run_id.into(),
-            job: job.into(),
-            attempt,
-            trigger,
-            payload,
-            cancelled: CancellationToken::new(),
-            notes: Arc::default(),
-            host: None,
+            run: Arc::new(Attempt {
+                run_id: run_id.into(),
+                job: job.into(),
+                attempt,
+                trigger,
+                payload,
+                cancelled: CancellationToken::new(),
+                notes: Arc::default(),
+                host: None,
+            }),
         }
     }
 
@@ -152,45 +161,47 @@ impl JobContext {
     /// the handler; a test may too).
     #[must_use]
     pub fn on_host(mut self, host: RunHost) -> Self {
-        self.host = Some(host);
+        // A context not cloned yet (the host's case) is changed in place; a
+        // cloned one is copied first, sharing its cancel token and notes.
+        Arc::make_mut(&mut self.run).host = Some(host);
         self
     }
 
     /// The host running this attempt, `None` for a context made by hand.
     pub fn host(&self) -> Option<&RunHost> {
-        self.host.as_ref()
+        self.run.host.as_ref()
     }
 
     /// The run id, `<job>:<stream sequence>`.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        &self.run.run_id
     }
 
     /// The job's name.
     pub fn job(&self) -> &str {
-        &self.job
+        &self.run.job
     }
 
     /// This attempt, from 1.
     pub fn attempt(&self) -> u32 {
-        self.attempt
+        self.run.attempt
     }
 
     /// `{"kind": "manual"|"schedule"|"event"[, "scheduler": <subject>]}`.
     pub fn trigger(&self) -> &serde_json::Value {
-        &self.trigger
+        &self.run.trigger
     }
 
     /// The trigger's payload, always a JSON object.
     pub fn payload(&self) -> &serde_json::Value {
-        &self.payload
+        &self.run.payload
     }
 
     /// Cancelled when the run should stop: a caller cancelled it, it timed
     /// out, or its host hands it back while shutting down
     /// ([`JobContext::stop_reason`] says which).
     pub fn cancelled(&self) -> &CancellationToken {
-        &self.cancelled
+        &self.run.cancelled
     }
 
     /// Why the run was asked to stop, once it was (`None` before): the
@@ -202,7 +213,7 @@ impl JobContext {
     /// Asks the run to stop for `reason` (kept unless one was given before).
     pub(crate) fn stop(&self, reason: StopReason) {
         self.lock().stop.get_or_insert(reason);
-        self.cancelled.cancel();
+        self.run.cancelled.cancel();
     }
 
     /// Adds a line to the run's logs (at most 200 lines of 2000 characters
@@ -232,7 +243,8 @@ impl JobContext {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Notes> {
         // A panic while holding this lock leaves plain data: keep using it.
-        self.notes
+        self.run
+            .notes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }

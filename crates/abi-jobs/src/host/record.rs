@@ -105,15 +105,23 @@ async fn write(
     data: Data,
     if_version: i64,
 ) -> Result<Kept, CallError> {
+    let version = put(shared, run_id, &data, if_version).await?;
+    Ok(Kept { version, data })
+}
+
+/// Puts `data` on `if_version` (compare-and-swap); the version written.
+async fn put(
+    shared: &Shared,
+    run_id: &str,
+    data: &Data,
+    if_version: i64,
+) -> Result<i64, CallError> {
     let written = shared
         .links
         .documents
-        .put_ref(&shared.collection, run_id, &data, Some(if_version))
+        .put_ref(&shared.collection, run_id, data, Some(if_version))
         .await?;
-    Ok(Kept {
-        version: written.version,
-        data,
-    })
+    Ok(written.version)
 }
 
 fn created() -> Data {
@@ -137,11 +145,8 @@ pub(super) async fn save(
     // The kept record is this attempt's own RUNNING write; the check only
     // guards against a save after the attempt's outcome was written.
     if fence.holds(&fence.kept.data) {
-        match put_merged(shared, run_id, &fence.kept.data, fence.kept.version, fields).await {
-            Ok(kept) => {
-                fence.kept = kept;
-                return Ok(Saved::Written);
-            }
+        match put_kept(shared, run_id, &mut fence.kept, fields).await {
+            Ok(()) => return Ok(Saved::Written),
             Err(e) if e.kind() == CallErrorKind::VersionConflict => {}
             Err(e) => return Err(e),
         }
@@ -171,6 +176,56 @@ pub(super) async fn save(
     }))
 }
 
+/// `fields` merged into the kept record and written on its version,
+/// without a copy of the record: on success the kept record is the one
+/// written, on failure the merge is undone. (A save dropped while its write
+/// is awaited leaves the fields merged on the old version; only the
+/// attempt's own task holds its fence, and it ends with the drop.)
+async fn put_kept(
+    shared: &Shared,
+    run_id: &str,
+    kept: &mut Kept,
+    fields: &Data,
+) -> Result<(), CallError> {
+    let merged = Merged::into(&mut kept.data, fields);
+    match put(shared, run_id, &kept.data, kept.version).await {
+        Ok(version) => {
+            kept.version = version;
+            Ok(())
+        }
+        Err(e) => {
+            merged.undo(&mut kept.data);
+            Err(e)
+        }
+    }
+}
+
+/// Fields merged into a record in place, with what they replaced.
+struct Merged<'f> {
+    replaced: Vec<(&'f String, Option<Value>)>,
+}
+
+impl<'f> Merged<'f> {
+    /// Merges `fields` into `data` (a field present in both takes the new value).
+    fn into(data: &mut Data, fields: &'f Data) -> Self {
+        let replaced = fields
+            .iter()
+            .map(|(k, v)| (k, data.insert(k.clone(), v.clone())))
+            .collect();
+        Self { replaced }
+    }
+
+    /// Puts `data` back as it was before the merge.
+    fn undo(self, data: &mut Data) {
+        for (k, old) in self.replaced.into_iter().rev() {
+            match old {
+                Some(value) => data.insert(k.clone(), value),
+                None => data.remove(k),
+            };
+        }
+    }
+}
+
 /// `fields` merged into `over`, written on `version`.
 async fn put_merged(
     shared: &Shared,
@@ -186,4 +241,44 @@ async fn put_merged(
 /// The handler's log lines as the record stores them.
 pub(super) fn logs(cx: &JobContext) -> Value {
     Value::List(cx.logs().into_iter().map(Value::from).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn data(pairs: &[(&str, Value)]) -> Data {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_merge_in_place_writes_what_a_copy_would_and_undoes_to_the_record_kept() {
+        let record = data(&[
+            (field::STATUS, Value::from(wire::RUNNING)),
+            (field::ATTEMPT, Value::Int(1)),
+            (field::LOGS, Value::List(vec![])),
+        ]);
+        let cases = [
+            data(&[]),
+            data(&[(field::LOGS, Value::List(vec![Value::from("a")]))]),
+            data(&[
+                (field::STATUS, Value::from(wire::SUCCEEDED)),
+                (field::FINISHED_AT, Value::from("2026-12-06T10:00:00+00:00")),
+                (field::RESULT, Value::Null),
+            ]),
+        ];
+        for fields in &cases {
+            let mut copied = record.clone();
+            copied.extend(fields.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let mut in_place = record.clone();
+            let merged = Merged::into(&mut in_place, fields);
+            assert_eq!(in_place, copied, "{fields:?}");
+            merged.undo(&mut in_place);
+            assert_eq!(in_place, record, "{fields:?}");
+        }
+    }
 }
