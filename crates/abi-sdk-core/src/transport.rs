@@ -246,7 +246,7 @@ impl Transport {
         };
         let again = || call_headers(token, span, upload.as_deref());
         let answered = self
-            .send_headed(client, subject, (headers, &again), payload, started)
+            .send_headed(client, subject, headers, &again, payload, started)
             .await;
         if let Some(id) = upload {
             // The service released it when it read it; this covers a
@@ -279,7 +279,8 @@ impl Transport {
         &self,
         client: &async_nats::Client,
         subject: &str,
-        (headers, again): (HeaderMap, &(dyn Fn() -> HeaderMap + Sync)),
+        headers: HeaderMap,
+        again: &(dyn Fn() -> HeaderMap + Sync),
         payload: Bytes,
         started: Instant,
     ) -> Result<async_nats::Message, CallError> {
@@ -366,7 +367,6 @@ impl Transport {
     }
 }
 
-/// A transfer's failure as a call's: its wire code, its message.
 /// A call's headers: the token, the trace context, that the caller reads
 /// a parked reply (as the reference's clients all do), and the upload that
 /// holds an overflowed request's body.
@@ -381,6 +381,7 @@ fn call_headers(token: &str, span: &tracing::Span, upload: Option<&str>) -> Head
     headers
 }
 
+/// A transfer's failure as a call's: its wire code, its message.
 fn transfer_failed(err: TransferError) -> CallError {
     CallError::new(CallErrorKind::from(err.code), err.message).with_code(err.code.as_str())
 }
