@@ -433,4 +433,65 @@ mod tests {
         // A resend builds the same headers again.
         assert_eq!(call_headers("tok", &span, Some("u1")), uploaded);
     }
+
+    /// Messages sent by tasks woken together (as a burst of replies wakes
+    /// a host's runs) leave in one write to the broker, not one write each:
+    /// the connection task puts its first write off one turn of the
+    /// scheduler (`vendor/async-nats/PATCHED.md`). One runtime thread, so
+    /// its write count is the client's and its LIFO slot is in play.
+    #[test]
+    fn messages_from_tasks_woken_together_leave_in_one_write() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let writes = runtime.block_on(async {
+            let server = abi_test_support::NatsServer::start().await;
+            let url = server.url();
+            let writes = tokio::spawn(async move {
+                // One connection: the server takes its SUB before its PUBs.
+                let sender = async_nats::connect(&url).await.unwrap();
+                let mut seen = sender.subscribe("burst").await.unwrap();
+                sender.flush().await.unwrap();
+                let released = Arc::new(tokio::sync::Semaphore::new(0));
+                for i in 0..16u8 {
+                    let (sender, released) = (sender.clone(), released.clone());
+                    tokio::spawn(async move {
+                        let _go = released.acquire().await.unwrap();
+                        sender.publish("burst", vec![i].into()).await.unwrap();
+                    });
+                }
+                // The sixteen wait on the semaphore before it opens.
+                tokio::task::yield_now().await;
+                let before = writes_by_this_thread();
+                released.add_permits(16);
+                for _ in 0..16 {
+                    let next = tokio::time::timeout(
+                        Duration::from_secs(10),
+                        futures::StreamExt::next(&mut seen),
+                    );
+                    next.await.unwrap().unwrap();
+                }
+                writes_by_this_thread() - before
+            });
+            let writes = writes.await.unwrap();
+            drop(server);
+            writes
+        });
+        assert!(
+            (1..=3).contains(&writes),
+            "{writes} writes to the broker for 16 messages"
+        );
+    }
+
+    /// The write system calls this thread made (`syscw`).
+    fn writes_by_this_thread() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        io.lines()
+            .find_map(|line| line.strip_prefix("syscw: "))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
 }
