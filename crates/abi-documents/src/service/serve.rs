@@ -94,9 +94,12 @@ pub async fn serve<S: DocumentStore>(
             shutdown.clone(),
         )));
     }
-    // The subscriptions are announced only once the broker has them.
+    // The subscriptions are announced only once written to the broker
+    // (async-nats' flush empties the socket's buffer; it does not wait for
+    // the broker's answer, so a caller on another connection may still, for
+    // a moment, find nobody: the SDK resends such calls).
     if let Err(error) = client.flush().await {
-        tracing::warn!(%error, "could not confirm the endpoints' subscriptions");
+        tracing::warn!(%error, "could not write the endpoints' subscriptions");
     }
     tracing::info!(endpoints = loops.len(), "document service serving");
     shutdown.cancelled().await;
