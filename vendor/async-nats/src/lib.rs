@@ -476,9 +476,6 @@ pub(crate) struct ConnectionHandler {
     /// PINGs written on this connection, and PONGs received (abi patch).
     pings_sent: u64,
     pongs_received: u64,
-    /// Whether the write of the commands received last was put off once
-    /// (abi patch: see `ProcessFut::poll`).
-    write_deferred: bool,
 }
 
 impl ConnectionHandler {
@@ -505,7 +502,6 @@ impl ConnectionHandler {
             drain_pings: VecDeque::new(),
             pings_sent: 0,
             pongs_received: 0,
-            write_deferred: false,
         }
     }
 
@@ -615,7 +611,6 @@ impl ConnectionHandler {
                 // trigger a call to `poll_write`
 
                 let mut made_progress = true;
-                let mut received = false;
                 loop {
                     while !self.handler.connection.is_write_buf_full() {
                         debug_assert!(self.recv_buf.is_empty());
@@ -629,7 +624,6 @@ impl ConnectionHandler {
                             Poll::Pending => break,
                             Poll::Ready(1..) => {
                                 made_progress = true;
-                                received = true;
 
                                 for cmd in recv_buf.drain(..) {
                                     handler.handle_command(cmd);
@@ -653,25 +647,6 @@ impl ConnectionHandler {
                     if !mem::take(&mut made_progress) {
                         break;
                     }
-
-                    // abi patch: the first write of newly received commands is put
-                    // off once. Tasks woken together (the replies a batch answers,
-                    // the callers a burst of replies resumes) each send a command,
-                    // and the first send schedules this task to run right after
-                    // its sender (the runtime's LIFO slot), so upstream wrote each
-                    // command in a write of its own and the server read each
-                    // separately. Waking itself puts this task behind the tasks
-                    // already ready, whose commands then leave in the same write.
-                    // Their commands are already buffered; nothing waits longer
-                    // than one turn of the scheduler.
-                    if mem::take(&mut received)
-                        && !mem::replace(&mut self.handler.write_deferred, true)
-                        && !self.handler.connection.is_write_buf_full()
-                    {
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
-                    self.handler.write_deferred = false;
 
                     match self.handler.connection.poll_write(cx) {
                         Poll::Pending => {
