@@ -23,6 +23,7 @@ use tokio_util::task::TaskTracker;
 
 use super::handler::{self, Answer, Handler, Request};
 use super::metrics::Metrics;
+use super::outbox::Outbox;
 
 /// How the endpoints run.
 #[derive(Debug, Clone)]
@@ -72,6 +73,7 @@ pub async fn serve<S: DocumentStore>(
         .await
         .map_err(|e| ServeError::Start(e.to_string()))?;
     let permits = Arc::new(Semaphore::new(config.max_concurrent_requests.max(1)));
+    let outbox = Arc::new(Outbox::default());
     let tracker = TaskTracker::new();
     let mut loops = Vec::new();
     for operation in Operation::SERVED {
@@ -88,6 +90,7 @@ pub async fn serve<S: DocumentStore>(
                 client: client.clone(),
                 handler: handler.clone(),
                 metrics: metrics.clone(),
+                outbox: outbox.clone(),
             },
             permits.clone(),
             tracker.clone(),
@@ -161,6 +164,8 @@ struct Worker<S> {
     client: Client,
     handler: Arc<Handler<S>>,
     metrics: Arc<Metrics>,
+    /// Where replies wait to leave together.
+    outbox: Arc<Outbox<Reply>>,
 }
 
 // Not derived: a derive would ask `S: Clone`, and only the `Arc` is cloned.
@@ -170,6 +175,7 @@ impl<S> Clone for Worker<S> {
             client: self.client.clone(),
             handler: self.handler.clone(),
             metrics: self.metrics.clone(),
+            outbox: self.outbox.clone(),
         }
     }
 }
@@ -258,17 +264,56 @@ impl<S: DocumentStore> Worker<S> {
             reply_headers.insert(ERROR_CODE_HEADER, code.as_str());
             abi_process::traces::record_error(&tracing::Span::current(), code.as_str(), "");
         }
-        // Through the micro service, so `$SRV.STATS` counts it as the
-        // reference's `request.respond` does (a refusal is an answer with
-        // its code in the header, not a service error).
-        let sent = request
-            .respond_with_headers(Ok(answer.payload.into()), reply_headers)
+        // Sent with the other replies ready now (a commit answers many).
+        let reply = Reply {
+            request,
+            payload: answer.payload,
+            headers: reply_headers,
+            operation,
+            code: answer.code,
+            started,
+        };
+        self.outbox
+            .send(reply, async |replies| {
+                for reply in replies {
+                    reply.send(&self.metrics).await;
+                }
+            })
+            .await;
+    }
+}
+
+/// A reply waiting in the outbox.
+struct Reply {
+    /// The request it answers: its reply subject, and the endpoint's
+    /// statistics.
+    request: ServiceRequest,
+    payload: Vec<u8>,
+    headers: HeaderMap,
+    operation: Operation,
+    code: Option<abi_wire::ErrorCode>,
+    /// When the request was taken.
+    started: Instant,
+}
+
+impl Reply {
+    /// Publishes the reply and counts it. Through the micro service, so
+    /// `$SRV.STATS` counts it as the reference's `request.respond` does (a
+    /// refusal is an answer with its code in the header, not a service
+    /// error).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the reply may be sent without being counted.
+    async fn send(self, metrics: &Metrics) {
+        let sent = self
+            .request
+            .respond_with_headers(Ok(self.payload.into()), self.headers)
             .await;
         if let Err(error) = sent {
-            tracing::warn!(endpoint = operation.as_str(), %error, "could not send a reply");
+            tracing::warn!(endpoint = self.operation.as_str(), %error, "could not send a reply");
         }
-        self.metrics
-            .observe(operation, answer.code, started.elapsed());
+        metrics.observe(self.operation, self.code, self.started.elapsed());
     }
 }
 
