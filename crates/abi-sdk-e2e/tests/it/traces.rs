@@ -26,8 +26,8 @@ use tokio::sync::mpsc;
 /// Spans leave each process every second; this is for a loaded machine.
 const DEADLINE: Duration = Duration::from_secs(90);
 const AGENTS: &str = "rs.agents";
-/// No span for this long after a trace is whole: every process has sent
-/// what it had (they send every second).
+/// No span of a trace for this long after it is whole: every process has
+/// sent what it had of it (they send every second).
 const QUIET: Duration = Duration::from_millis(3000);
 
 /// `abictl traces --json`: its address, and the spans it prints.
@@ -97,9 +97,18 @@ impl Receiver {
         let deadline = tokio::time::Instant::now() + DEADLINE;
         loop {
             if let Some(trace) = done(&self.seen) {
-                // The spans still on their way (each process sends every
-                // second) arrive before the quiet ends.
-                while let Ok(Some(span)) = tokio::time::timeout(QUIET, self.spans.recv()).await {
+                // The trace's spans still on their way (each process sends
+                // every second) arrive before it has been quiet for QUIET.
+                // Only its own spans count: the processes go on exporting
+                // others (lease renewals, fetches), often enough that the
+                // whole stream is never quiet for that long.
+                let mut quiet = tokio::time::Instant::now() + QUIET;
+                while let Ok(Some(span)) =
+                    tokio::time::timeout_at(quiet.min(deadline), self.spans.recv()).await
+                {
+                    if span["trace_id"] == trace.as_str() {
+                        quiet = tokio::time::Instant::now() + QUIET;
+                    }
                     self.seen.push(span);
                 }
                 return self
