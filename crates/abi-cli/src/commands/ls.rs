@@ -5,7 +5,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::time::Duration;
 
 use abi_sdk::{RegistryWatch, WatchOptions, pb};
-use futures::StreamExt as _;
+use futures::{Stream, StreamExt as _};
 
 use super::{Ctx, list_all, major_of, module_of};
 use crate::connect;
@@ -18,6 +18,9 @@ use crate::snapshot::now_epoch;
 const REFRESH: Duration = Duration::from_secs(2);
 /// Changes closer together than this are drawn once.
 const SETTLE: Duration = Duration::from_millis(50);
+/// A burst is drawn at most this long after its first change: a large
+/// fleet's lease renewals may never leave a [`SETTLE`] gap.
+const SETTLE_AT_MOST: Duration = Duration::from_millis(500);
 
 /// Lists every live instance as a table (or JSON).
 ///
@@ -106,8 +109,25 @@ pub async fn watch(cx: Ctx<'_>, for_secs: Option<f64>) -> anyhow::Result<()> {
                     return Ok(());
                 }
                 // A burst (a rollout) is drawn once.
-                while let Ok(Some(_)) = tokio::time::timeout(SETTLE, changes.next()).await {}
+                settle(&mut changes).await;
             }
+        }
+    }
+}
+
+/// Takes the changes that follow each other within [`SETTLE`], for at most
+/// [`SETTLE_AT_MOST`].
+///
+/// # Cancel safety
+///
+/// Cancel safe: a change taken is only dropped, as it would be here.
+async fn settle<S: Stream + Unpin>(changes: &mut S) {
+    let at_most = tokio::time::Instant::now() + SETTLE_AT_MOST;
+    loop {
+        let next = (tokio::time::Instant::now() + SETTLE).min(at_most);
+        match tokio::time::timeout_at(next, changes.next()).await {
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => return,
         }
     }
 }
@@ -143,4 +163,36 @@ pub fn table(instances: &[pb::Instance], now: f64) -> Table {
         );
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Changes that never leave a gap of [`SETTLE`] (a large fleet's
+    /// renewals) are drawn after [`SETTLE_AT_MOST`], not never.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_without_a_gap_settles_within_its_bound() {
+        let mut changes = Box::pin(futures::stream::unfold((), |()| async {
+            tokio::time::sleep(SETTLE / 5).await;
+            Some(((), ()))
+        }));
+        let started = tokio::time::Instant::now();
+        let settled = tokio::time::timeout(SETTLE_AT_MOST * 2, settle(&mut changes)).await;
+        assert!(
+            settled.is_ok(),
+            "still settling after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(started.elapsed(), SETTLE_AT_MOST);
+    }
+
+    /// A lone change is drawn after [`SETTLE`] without another.
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_watch_settles_after_one_gap() {
+        let mut changes = futures::stream::pending::<()>();
+        let started = tokio::time::Instant::now();
+        settle(&mut changes).await;
+        assert_eq!(started.elapsed(), SETTLE);
+    }
 }
