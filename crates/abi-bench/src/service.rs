@@ -217,11 +217,6 @@ impl Service {
         })
     }
 
-    /// CPU since ready and peak RSS so far.
-    ///
-    /// # Errors
-    ///
-    /// When `/proc` cannot be read (the process exited).
     /// CPU seconds (user + system) the process has used so far.
     ///
     /// # Errors
@@ -231,6 +226,11 @@ impl Service {
         measure::cpu_seconds(self.pid, self.ticks)
     }
 
+    /// CPU since ready and peak RSS so far.
+    ///
+    /// # Errors
+    ///
+    /// When `/proc` cannot be read (the process exited).
     pub fn usage(&self) -> anyhow::Result<Usage> {
         Ok(Usage {
             cpu_secs: measure::cpu_seconds(self.pid, self.ticks)? - self.cpu_at_ready,
