@@ -22,9 +22,9 @@ const PAGE: usize = 4096;
 /// Median sync times of one page, in the two ways.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DiskSync {
-    /// One write and `fsync` right after the previous one.
+    /// One write and `fdatasync` right after the previous one.
     pub back_to_back: Duration,
-    /// One write and `fsync` after [`IDLE_GAP`] without I/O.
+    /// One write and `fdatasync` after [`IDLE_GAP`] without I/O.
     pub after_idle: Duration,
 }
 
@@ -40,7 +40,7 @@ impl fmt::Display for DiskSync {
     }
 }
 
-/// Times [`SYNCS`] one-page writes synced with `fsync` (as SQLite syncs)
+/// Times [`SYNCS`] one-page writes synced with `fdatasync` (as our SQLite syncs)
 /// back to back, then as many after [`IDLE_GAP`] each, in a temporary file
 /// in `dir` (removed after). Blocks for about a quarter of a second.
 ///
@@ -63,7 +63,7 @@ pub fn measure(dir: &Path) -> std::io::Result<DiskSync> {
             file.seek(SeekFrom::Start(((i % 8) * PAGE) as u64))?;
             file.write_all(&page)?;
             let started = Instant::now();
-            file.sync_all()?;
+            file.sync_data()?;
             samples.latencies.push(started.elapsed());
         }
         Ok(samples.summary().map_or(Duration::ZERO, |s| s.p50))

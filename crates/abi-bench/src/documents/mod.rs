@@ -268,7 +268,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
          (checked: no responder on the document subjects before it started) with a fresh \
          database; the raw floor first. {} calls per latency cell, {} documents, pages of {}, \
          {:.1} s of put throughput, then as long of get throughput, with {} callers; {:.0} s in all. Load average (1 min) \
-         before / after: {} / {}. A one-page write synced (fsync, median of 50; a put on SQLite \
+         before / after: {} / {}. A one-page write synced (fdatasync, median of 50; a put on SQLite \
          waits for one) before: {disk_before}; after: {disk_after}.",
         args.iters(),
         shape.records,

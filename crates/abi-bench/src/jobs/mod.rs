@@ -271,7 +271,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
          throughput: {triggers} triggers per cell published by {publishers} concurrent callers, \
          timed from the first publish to the last completion notice. {secs:.0} s in all. Load \
          average (1 min) before / after: {load_before} / {load_after}. A one-page write synced \
-         (fsync, median of 50; a run record's commit waits for one) before: {disk_before}; \
+         (fdatasync, median of 50; a run record's commit waits for one) before: {disk_before}; \
          after: {disk_after}.",
         warmup = workload::WARMUP,
         publishers = args.publishers.max(1),

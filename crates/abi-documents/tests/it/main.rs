@@ -14,3 +14,4 @@ mod overflow;
 mod postgres;
 mod process;
 mod sqlite;
+mod sync_call;

@@ -43,7 +43,7 @@ pub const DEFAULT_READ_CONNECTIONS: usize = 4;
 /// and the next one filling.
 pub const DEFAULT_WRITE_QUEUE: usize = 1024;
 /// Writes per transaction at most: bounds a batch's latency while one
-/// fsync still covers hundreds of puts.
+/// sync still covers hundreds of puts.
 pub const DEFAULT_MAX_BATCH: usize = 256;
 /// WAL pages after which a commit of the writer copies the WAL back into
 /// the database file (`PRAGMA wal_autocheckpoint`; SQLite's default is

@@ -4,7 +4,7 @@
 //! SQLite allows one writer at a time; many connections taking turns wait on
 //! its file lock and, past the busy timeout, fail with "database is locked".
 //! Here every write of the process goes through one connection instead, so
-//! the lock is only ever contended by other processes, and one fsync covers
+//! the lock is only ever contended by other processes, and one sync covers
 //! a whole batch. A command that fails (a conflict, a unique violation) is
 //! undone alone and the rest of the batch commits: a command of several
 //! statements (declaring or dropping a collection, a batch of writes) runs in
