@@ -81,6 +81,40 @@ async fn sixty_four_concurrent_writers_all_succeed() {
     );
 }
 
+/// `count` puts to `module.records`, ids `<prefix>-<i>`, each a `body` of
+/// `body_len` bytes.
+fn puts_of(prefix: &str, count: usize, body_len: usize) -> Vec<Write> {
+    let body = "x".repeat(body_len);
+    (0..count)
+        .map(|i| Write::Put {
+            namespace: "module".into(),
+            collection: "records".into(),
+            id: format!("{prefix}-{i}"),
+            data: data([("body", Value::String(body.clone()))]),
+            if_version: None,
+        })
+        .collect()
+}
+
+/// The store writes through `abi-sqlite-wal`: a commit's WAL frames, two
+/// writes each as SQLite asks, reach the file in a write or two. (The
+/// counters are the test process's; every store in it coalesces.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commits_wal_frames_reach_the_file_together() {
+    let (_db, store) = conformance::docs(&Sqlite).await;
+    let writes = puts_of("together", 300, 1024);
+    let before = abi_sqlite_wal::wal_writes();
+    store.batch(writes).await.expect("batch stored");
+    let after = abi_sqlite_wal::wal_writes();
+    let (asked, written) = (after.asked - before.asked, after.written - before.written);
+    // ~100 frames asked as ~200 writes; 31 frames fit in one write.
+    assert!(asked >= 150, "{asked} WAL writes went through the VFS");
+    assert!(
+        written * 4 <= asked,
+        "{written} of {asked} WAL writes reached the file one by one"
+    );
+}
+
 /// Pages in the WAL of the store at `path` (its file's size over a
 /// frame's: a 24-byte header and a 4 KiB page).
 fn wal_pages(path: &std::path::Path) -> u64 {
@@ -107,17 +141,8 @@ async fn wal_pages_after_writes(checkpoint_pages: Option<u32>) -> u64 {
         .ensure_collection("module", CollectionSpec::new("records"))
         .await
         .expect("declare");
-    let body = "x".repeat(16 * 1024);
     for b in 0..12 {
-        let writes = (0..50)
-            .map(|i| Write::Put {
-                namespace: "module".into(),
-                collection: "records".into(),
-                id: format!("b{b}-{i}"),
-                data: data([("body", Value::String(body.clone()))]),
-                if_version: None,
-            })
-            .collect();
+        let writes = puts_of(&format!("b{b}"), 50, 16 * 1024);
         store.batch(writes).await.expect("batch stored");
     }
     wal_pages(&path)
