@@ -58,9 +58,12 @@ pub enum Operation {
     /// extension, served by our document service only (not in [`Self::ALL`],
     /// the reference's endpoints).
     Batch,
+    /// Several puts in one request, each stored or refused on its own: this
+    /// runtime's extension, as [`Self::Batch`].
+    PutMany,
 }
 
-/// The most writes one batch may hold.
+/// The most writes one batch (or one [`Operation::PutMany`]) may hold.
 pub const MAX_BATCH_WRITES: usize = 64;
 
 impl Operation {
@@ -80,13 +83,14 @@ impl Operation {
 
     /// What our document service serves: the reference's endpoints and its
     /// extensions.
-    pub const SERVED: [Operation; 11] = {
-        let mut served = [Operation::Batch; 11];
+    pub const SERVED: [Operation; 12] = {
+        let mut served = [Operation::Batch; 12];
         let mut i = 0;
         while i < Self::ALL.len() {
             served[i] = Self::ALL[i];
             i += 1;
         }
+        served[Self::ALL.len() + 1] = Operation::PutMany;
         served
     };
 
@@ -104,6 +108,7 @@ impl Operation {
             Operation::Count => "count",
             Operation::Namespaces => "namespaces",
             Operation::Batch => "batch",
+            Operation::PutMany => "put_many",
         }
     }
 
@@ -128,6 +133,7 @@ impl Operation {
                 | Operation::Put
                 | Operation::Delete
                 | Operation::Batch
+                | Operation::PutMany
         )
     }
 }
@@ -172,6 +178,7 @@ document_rpc! {
     CountRequest => CountResponse, Count;
     NamespacesRequest => NamespacesResponse, Namespaces;
     BatchRequest => BatchResponse, Batch;
+    PutManyRequest => PutManyResponse, PutMany;
 }
 
 /// A `PutResponse` read for its document's stamps only (same field
@@ -206,6 +213,11 @@ pub struct DocumentStamps {
     pub version: i64,
 }
 
+/// Every request's `context` field number.
+pub const CONTEXT_TAG: u32 = 1;
+/// `PutManyRequest.puts`' field number, for a request written from puts
+/// already encoded.
+pub const PUT_MANY_PUTS_TAG: u32 = 2;
 /// `PutRequest.data`'s field number, for a request whose data is written
 /// straight from the model.
 pub const PUT_REQUEST_DATA_TAG: u32 = 5;
@@ -292,6 +304,7 @@ mod tests {
             <pb::CountRequest as DocumentRpc>::OPERATION,
             <pb::NamespacesRequest as DocumentRpc>::OPERATION,
             <pb::BatchRequest as DocumentRpc>::OPERATION,
+            <pb::PutManyRequest as DocumentRpc>::OPERATION,
         ];
         for op in Operation::SERVED {
             assert_eq!(bound.iter().filter(|b| **b == op).count(), 1, "{op:?}");

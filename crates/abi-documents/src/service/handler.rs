@@ -176,6 +176,7 @@ impl<S: DocumentStore> Handler<S> {
             Op::Count => self.serve(request, Self::count).await,
             Op::Namespaces => self.serve(request, Self::namespaces).await,
             Op::Batch => self.serve(request, Self::batch).await,
+            Op::PutMany => self.serve(request, Self::put_many).await,
         }
     }
 
@@ -340,23 +341,93 @@ impl<S: DocumentStore> Handler<S> {
     }
 
     async fn put(&self, call: Call, r: pb::PutRequest) -> Result<DocumentReply, DocumentError> {
+        let put = self.checked_put(&call, r)?;
+        if let Some(limit) = call.max_payload
+            && !reply_surely_fits(call.request_bytes, limit)
+        {
+            check_put_reply_fits(&put.id, &put.data, limit)?;
+        }
+        Ok(DocumentReply(self.store_put(put).await?))
+    }
+
+    /// Stores a checked put.
+    async fn store_put(&self, put: CheckedPut) -> Result<Document, DocumentError> {
+        self.store
+            .put(
+                &put.namespace,
+                &put.collection,
+                &put.id,
+                put.data,
+                put.if_version,
+            )
+            .await
+    }
+
+    /// A put checked as the reference checks it, in its order.
+    fn checked_put(&self, call: &Call, r: pb::PutRequest) -> Result<CheckedPut, DocumentError> {
         validate_name(&r.namespace)?;
-        self.check_write(&call, &r.namespace)?;
+        self.check_write(call, &r.namespace)?;
         let data = data_from_pb_owned(r.data.unwrap_or_default())?;
         validate_data(&data, None)?;
         validate_version(r.if_version)?;
         validate_name(&r.collection)?;
         validate_name(&r.id)?;
-        if let Some(limit) = call.max_payload
-            && !reply_surely_fits(call.request_bytes, limit)
-        {
-            check_put_reply_fits(&r.id, &data, limit)?;
+        Ok(CheckedPut {
+            namespace: r.namespace,
+            collection: r.collection,
+            id: r.id,
+            data,
+            if_version: r.if_version,
+        })
+    }
+
+    /// Checks and stores each put on its own, as [`Self::put`] does, all of
+    /// them handed to the store at once (SQLite commits them together); a
+    /// put refused leaves the others stored. Each answer is the document's
+    /// stamps without its data, so the reply is never larger than the
+    /// request's puts' names and stamps.
+    async fn put_many(
+        &self,
+        call: Call,
+        r: pb::PutManyRequest,
+    ) -> Result<pb::PutManyResponse, DocumentError> {
+        check_count("a put_many request", "puts", r.puts.len())?;
+        let mut named = std::collections::HashSet::with_capacity(r.puts.len());
+        for put in &r.puts {
+            if !named.insert((&put.namespace, &put.collection, &put.id)) {
+                return Err(DocumentError::InvalidArgument(format!(
+                    "a put_many request writes document {:?} twice: send the second in another request",
+                    put.id
+                )));
+            }
         }
-        let doc = self
-            .store
-            .put(&r.namespace, &r.collection, &r.id, data, r.if_version)
-            .await?;
-        Ok(DocumentReply(doc))
+        let stored = futures::future::join_all(r.puts.into_iter().map(|put| {
+            let checked = self.checked_put(&call, put);
+            async move { self.store_put(checked?).await }
+        }))
+        .await;
+        Ok(pb::PutManyResponse {
+            results: stored
+                .into_iter()
+                .map(|result| match result {
+                    Ok(doc) => pb::PutResponse {
+                        document: Some(pb::Document {
+                            id: doc.id,
+                            data: None,
+                            created_at: doc.created_at.isoformat(),
+                            updated_at: doc.updated_at.isoformat(),
+                            version: doc.version,
+                        }),
+                        ..Default::default()
+                    },
+                    Err(error) => pb::PutResponse {
+                        error: Some(call_error(&error)),
+                        ..Default::default()
+                    },
+                })
+                .collect(),
+            ..Default::default()
+        })
     }
 
     /// Checks every write as its single operation checks it, then stores
@@ -367,13 +438,7 @@ impl<S: DocumentStore> Handler<S> {
         call: Call,
         r: pb::BatchRequest,
     ) -> Result<pb::BatchResponse, DocumentError> {
-        if r.writes.is_empty() || r.writes.len() > documents::MAX_BATCH_WRITES {
-            return Err(DocumentError::InvalidArgument(format!(
-                "a batch holds 1 to {} writes, not {}",
-                documents::MAX_BATCH_WRITES,
-                r.writes.len()
-            )));
-        }
+        check_count("a batch", "writes", r.writes.len())?;
         // Each answer is at most its put's bound; their sum, that of the
         // whole request.
         if let Some(limit) = call.max_payload
@@ -408,22 +473,7 @@ impl<S: DocumentStore> Handler<S> {
     fn batch_write(&self, call: &Call, write: pb::BatchWrite) -> Result<Write, DocumentError> {
         use pb::batch_write::Write as W;
         match write.write {
-            Some(W::Put(r)) => {
-                validate_name(&r.namespace)?;
-                self.check_write(call, &r.namespace)?;
-                let data = data_from_pb_owned(r.data.unwrap_or_default())?;
-                validate_data(&data, None)?;
-                validate_version(r.if_version)?;
-                validate_name(&r.collection)?;
-                validate_name(&r.id)?;
-                Ok(Write::Put {
-                    namespace: r.namespace,
-                    collection: r.collection,
-                    id: r.id,
-                    data,
-                    if_version: r.if_version,
-                })
-            }
+            Some(W::Put(r)) => Ok(self.checked_put(call, r)?.into()),
             Some(W::Delete(r)) => {
                 validate_name(&r.namespace)?;
                 self.check_write(call, &r.namespace)?;
@@ -522,6 +572,27 @@ impl<S: DocumentStore> Handler<S> {
     }
 }
 
+/// A put as checked, ready for the store.
+struct CheckedPut {
+    namespace: String,
+    collection: String,
+    id: String,
+    data: Data,
+    if_version: Option<i64>,
+}
+
+impl From<CheckedPut> for Write {
+    fn from(put: CheckedPut) -> Self {
+        Write::Put {
+            namespace: put.namespace,
+            collection: put.collection,
+            id: put.id,
+            data: put.data,
+            if_version: put.if_version,
+        }
+    }
+}
+
 /// Who calls, and how large a `find` page may be.
 #[derive(Debug, Clone)]
 struct Call {
@@ -536,12 +607,7 @@ struct Call {
 /// A refusal reply of `R`'s type: `code`, `message`, not retryable (as the
 /// reference marks every refusal of this service).
 fn refusal<R: DocumentRpc>(code: ErrorCode, message: &str) -> Answer {
-    let reply = R::Response::with_error(CallError {
-        code: code.as_str().to_owned(),
-        message: message.to_owned(),
-        retryable: false,
-        status: None,
-    });
+    let reply = R::Response::with_error(wire_error(code, message));
     Answer {
         payload: reply.encode_to_vec(),
         code: Some(code),
@@ -614,16 +680,39 @@ fn refusal_words(error: &DocumentError) -> (ErrorCode, &str) {
     }
 }
 
+/// Refuses a batch or `put_many` of no writes or more than
+/// [`documents::MAX_BATCH_WRITES`].
+fn check_count(request: &str, writes: &str, count: usize) -> Result<(), DocumentError> {
+    if count == 0 || count > documents::MAX_BATCH_WRITES {
+        return Err(DocumentError::InvalidArgument(format!(
+            "{request} holds 1 to {} {writes}, not {count}",
+            documents::MAX_BATCH_WRITES
+        )));
+    }
+    Ok(())
+}
+
+/// The `CallError` a refusal of `error` carries.
+fn call_error(error: &DocumentError) -> CallError {
+    let (code, message) = refusal_words(error);
+    wire_error(code, message)
+}
+
+/// A refusal on the wire: `code`, `message`, not retryable (as the
+/// reference marks every refusal of this service).
+fn wire_error(code: ErrorCode, message: &str) -> CallError {
+    CallError {
+        code: code.as_str().to_owned(),
+        message: message.to_owned(),
+        retryable: false,
+        status: None,
+    }
+}
+
 /// A batch refused because of write `index` (or as a whole): nothing stored.
 fn batch_refused(index: Option<usize>, error: &DocumentError) -> pb::BatchResponse {
-    let (code, message) = refusal_words(error);
     pb::BatchResponse {
-        error: Some(CallError {
-            code: code.as_str().to_owned(),
-            message: message.to_owned(),
-            retryable: false,
-            status: None,
-        }),
+        error: Some(call_error(error)),
         failed: index.and_then(|i| u32::try_from(i).ok()),
         ..Default::default()
     }
@@ -649,6 +738,7 @@ pub fn too_large(operation: Operation) -> Answer {
         Op::Count => refusal::<pb::CountRequest>(code, MESSAGE),
         Op::Namespaces => refusal::<pb::NamespacesRequest>(code, MESSAGE),
         Op::Batch => refusal::<pb::BatchRequest>(code, MESSAGE),
+        Op::PutMany => refusal::<pb::PutManyRequest>(code, MESSAGE),
     }
 }
 

@@ -317,6 +317,11 @@ impl View {
                 view.documents
                     .extend(r.results.into_iter().filter_map(|r| r.document));
             }),
+            Operation::PutMany => pb::PutManyResponse::decode(payload).map(|r| {
+                view.error = r.error;
+                view.documents
+                    .extend(r.results.into_iter().filter_map(|r| r.document));
+            }),
             Operation::Get => pb::GetResponse::decode(payload).map(|r| {
                 view.error = r.error;
                 view.documents.extend(r.document);

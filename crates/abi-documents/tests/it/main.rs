@@ -13,5 +13,6 @@ mod nats_service;
 mod overflow;
 mod postgres;
 mod process;
+mod put_many;
 mod sqlite;
 mod sync_call;

@@ -16,8 +16,9 @@ use abi_wire::documents::{self, Operation};
 use prost::Message as _;
 
 use super::common::{OurServer, SECRET, document_peer, reference_server, token};
+use super::put_many::Billing;
 
-fn module_token(identity: &str) -> TokenSource {
+pub(super) fn module_token(identity: &str) -> TokenSource {
     let key = abi_auth::module_key(SECRET, identity).expect("module key");
     TokenSource::module_key(identity, key)
 }
@@ -90,14 +91,13 @@ fn put_write(collection: &str, id: &str, if_version: Option<i64>) -> BatchWrite 
 #[tokio::test]
 async fn batches_store_all_or_none_and_name_the_refused_write() {
     for strict in [false, true] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let nats = NatsServer::start().await;
-        let ours = OurServer::start(&nats.url(), dir.path(), strict).await;
-        let client = async_nats::connect(nats.url()).await.expect("connect");
-        let docs = DocumentClient::new(client.clone(), module_token("billing"), "billing");
-        docs.ensure_collection(CollectionSpec::new("runs"))
-            .await
-            .expect("ensure");
+        let Billing {
+            dir: _dir,
+            nats: _nats,
+            ours,
+            client,
+            docs,
+        } = Billing::start(strict).await;
         let stored = docs
             .batch(vec![
                 put_write("runs", "a", Some(0)),
@@ -363,7 +363,7 @@ async fn scenario(docs: &DocumentClient) {
 }
 
 /// Sends raw bytes to an operation and decodes the reply's `CallError`.
-async fn raw(
+pub(super) async fn raw(
     client: &async_nats::Client,
     op: Operation,
     token: Option<&str>,

@@ -159,6 +159,9 @@ pub(crate) struct Shared {
     pub(crate) stopping: Stopping,
     /// The retries deliveries decided on, for the retry driver.
     pub(crate) retries: retry_queue::RetryQueue,
+    /// The run records' writes: each run's in turn, many runs' together
+    /// when many wait.
+    pub(crate) record_puts: abi_sdk_core::documents::PutQueue,
 }
 
 /// A module's jobs and their handlers: what the module serves. Declare it
@@ -278,6 +281,7 @@ impl JobHost {
             collection: abi_wire::jobs::runs_collection(&links.project),
             stream: abi_wire::jobs::stream(&links.project),
             js: async_nats::jetstream::new(links.nats.clone()),
+            record_puts: links.documents.put_queue(),
             links,
             runs: runs::Runs::default(),
             slots: self

@@ -117,9 +117,8 @@ async fn put(
     if_version: i64,
 ) -> Result<i64, CallError> {
     let written = shared
-        .links
-        .documents
-        .put_ref(&shared.collection, run_id, data, Some(if_version))
+        .record_puts
+        .put(&shared.collection, run_id, data, Some(if_version))
         .await?;
     Ok(written.version)
 }

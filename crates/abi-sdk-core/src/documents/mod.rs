@@ -28,8 +28,10 @@
 
 mod batch;
 pub mod json;
+mod put_many;
 
 pub use batch::{BatchError, BatchWrite};
+pub use put_many::{IN_FLIGHT, MAX_GROUP, PutQueue};
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -302,7 +304,7 @@ impl DocumentClient {
         Resp: prost::Message + Default + abi_wire::rpc::Reply,
     {
         let payload = put_request(
-            self.transport.context(),
+            Some(self.transport.context()),
             &self.namespace,
             collection,
             id,
@@ -530,7 +532,7 @@ fn stamp(text: &str) -> Result<Datetime, CallError> {
 /// holding `data` converted (checked in the tests), without building that
 /// copy of the data first.
 fn put_request(
-    context: abi_proto::common::v1::CallContext,
+    context: Option<abi_proto::common::v1::CallContext>,
     namespace: &str,
     collection: &str,
     id: &str,
@@ -538,7 +540,7 @@ fn put_request(
     if_version: Option<i64>,
 ) -> Vec<u8> {
     let head = pb::PutRequest {
-        context: Some(context),
+        context,
         namespace: namespace.to_owned(),
         collection: collection.to_owned(),
         id: id.to_owned(),
@@ -596,7 +598,14 @@ mod tests {
             (Data::new(), None),
             (Data::new(), Some(-1)),
         ] {
-            let ours = put_request(context.clone(), "ns", "runs", "r-1", &data, if_version);
+            let ours = put_request(
+                Some(context.clone()),
+                "ns",
+                "runs",
+                "r-1",
+                &data,
+                if_version,
+            );
             let prosts = pb::PutRequest {
                 context: Some(context.clone()),
                 namespace: "ns".into(),

@@ -33,6 +33,7 @@ impl Snoop {
         let mut gets = nats.subscribe(operation(Operation::Get)).await.unwrap();
         let mut puts = nats.subscribe(operation(Operation::Put)).await.unwrap();
         let mut batches = nats.subscribe(operation(Operation::Batch)).await.unwrap();
+        let mut groups = nats.subscribe(operation(Operation::PutMany)).await.unwrap();
         nats.flush().await.unwrap();
         let (tx, calls) = watch::channel(Vec::new());
         tokio::spawn(async move {
@@ -57,6 +58,14 @@ impl Snoop {
                         ids.dedup();
                         (Operation::Put, ids)
                     }
+                    // A put_many is one write request per id it names (its
+                    // puts are each their own), and one group of its size.
+                    Some(m) = groups.next() => {
+                        let r = pb::PutManyRequest::decode(m.payload).unwrap();
+                        let size = r.puts.len();
+                        tx.send_modify(|calls| calls.push((Operation::PutMany, size.to_string())));
+                        (Operation::Put, r.puts.into_iter().map(|p| (p.namespace, p.id)).collect())
+                    }
                     else => break,
                 };
                 tx.send_modify(|calls| {
@@ -71,8 +80,20 @@ impl Snoop {
         Self { calls }
     }
 
+    /// The sizes of the `put_many` requests seen, the queue's empty probe
+    /// left out.
+    fn groups(&self) -> Vec<usize> {
+        let calls = self.calls.borrow();
+        calls
+            .iter()
+            .filter(|(op, _)| *op == Operation::PutMany)
+            .filter_map(|(_, size)| size.parse().ok())
+            .filter(|size| *size > 0)
+            .collect()
+    }
+
     /// `(gets, write requests)` of the record of `module`'s `run_id` so far
-    /// (a put, or a batch naming it).
+    /// (a put, or a batch or put_many naming it).
     fn count(&self, module: &str, run_id: &str) -> (usize, usize) {
         let key = format!("{module}/{run_id}");
         let calls = self.calls.borrow();
@@ -198,6 +219,74 @@ async fn a_run_costs_two_record_calls_and_progress_moves_the_kept_version() {
     .unwrap();
     host.close_now().await;
     beating_host.close_now().await;
+    setup.stop().await;
+}
+
+/// Runs that end together: their outcomes leave in shared `put_many`
+/// requests (the host's records queue), each record still written twice
+/// and read back SUCCEEDED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_that_end_together_write_their_outcomes_in_shared_requests() {
+    const GROUPED: &str = "acme.grouped";
+    const WAVE: usize = 24;
+    let setup = Setup::start().await;
+    let spec = JobSpec::new("ingest").unwrap().max_concurrency(64).unwrap();
+    let (host, calls) = setup.host(GROUPED, "rust-1", spec, fast()).await;
+    let snoop = Snoop::start(&setup.nats).await;
+    let mut done = setup
+        .nats
+        .subscribe(JobSubjects::new(&setup.project, GROUPED, "ingest").done())
+        .await
+        .unwrap();
+    setup.nats.flush().await.unwrap();
+    let job = setup.client(GROUPED, "ingest");
+    let mut runs = Vec::new();
+    for wave in 1..=2 {
+        for _ in 0..WAVE {
+            runs.push(job.trigger(json!({"gate": true}), None).await.unwrap());
+        }
+        wait_until(DEADLINE, || async { calls.count() == wave * WAVE })
+            .await
+            .unwrap();
+        // Released together; again until every one ended (a handler counted
+        // may not be waiting yet).
+        let mut ended = 0;
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while ended < WAVE {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{ended} of {WAVE} ended"
+            );
+            calls.release.notify_waiters();
+            match tokio::time::timeout(Duration::from_millis(100), done.next()).await {
+                Ok(Some(notice)) => {
+                    let text = String::from_utf8(notice.payload.to_vec()).unwrap();
+                    assert!(text.contains("SUCCEEDED"), "{text}");
+                    ended += 1;
+                }
+                Ok(None) => panic!("the notices ended"),
+                Err(_) => {}
+            }
+        }
+    }
+    let groups = snoop.groups();
+    assert!(
+        groups.iter().any(|size| *size >= 2),
+        "outcomes written together: {groups:?}"
+    );
+    for run in &runs {
+        assert_eq!(
+            snoop.count(GROUPED, run.run_id()),
+            (0, 2),
+            "create, outcome"
+        );
+        let record = run.status().await.unwrap();
+        assert_eq!((record.status.as_str(), record.attempt), ("SUCCEEDED", 1));
+    }
+    wait_until(DEADLINE, || async { host.running() == 0 })
+        .await
+        .unwrap();
+    host.close_now().await;
     setup.stop().await;
 }
 
