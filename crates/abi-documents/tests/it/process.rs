@@ -129,10 +129,11 @@ async fn serves_discovery_and_metrics_and_drains_on_sigterm() {
         .iter()
         .map(|e| e["subject"].as_str().unwrap_or(""))
         .collect();
-    // The reference's ten, and our batch.
-    assert_eq!(endpoints.len(), 11, "{endpoints:?}");
+    // The reference's ten, and our batch and put_many.
+    assert_eq!(endpoints.len(), 12, "{endpoints:?}");
     assert!(endpoints.contains(&"abi.svc.document.v1.put"));
     assert!(endpoints.contains(&"abi.svc.document.v1.batch"));
+    assert!(endpoints.contains(&"abi.svc.document.v1.put_many"));
     assert!(info["endpoints"][0]["queue_group"] == "q", "{info}");
 
     let docs = Arc::new(module(client.clone(), "m"));
