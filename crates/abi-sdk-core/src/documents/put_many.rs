@@ -5,9 +5,10 @@
 //! A put goes out at once, as its own request, while fewer than
 //! [`IN_FLIGHT`] of the queue's requests are on their way; past that it
 //! waits, and when a request comes back the puts that waited leave in one
-//! `put_many` (at most [`MAX_GROUP`] of them; the rest, in the next). An idle caller therefore pays nothing for the queue, and a
-//! busy one sends a request per group of puts rather than per put: fewer
-//! messages through the broker, fewer requests for the service to read.
+//! `put_many` (at most [`MAX_GROUP`] of them; the rest, in the next). An
+//! idle caller therefore pays nothing for the queue, and a busy one sends a
+//! request per group of puts rather than per put: fewer messages through
+//! the broker, fewer requests for the service to read.
 //!
 //! The reference's document service has no such endpoint. The first group
 //! to leave asks the broker whether anybody serves it (an empty, unsigned
@@ -119,6 +120,8 @@ impl PutQueue {
         data: &Data,
         if_version: Option<i64>,
     ) -> Result<Written, CallError> {
+        // Decided and queued under one lock: a put queued after the last
+        // request came back would wait for nobody.
         let receiver = {
             let mut state = self.lock();
             if state.in_flight < IN_FLIGHT {
@@ -178,7 +181,8 @@ impl PutQueue {
             }
             // No runtime left to send them from (a put dropped as its
             // runtime shut down): their callers are answered by the drop of
-            // their senders, and the slot is not needed any more.
+            // their senders ("stopped before it was answered"); the slot
+            // stays taken, as nothing can send on it any more.
             Err(_) => drop(next),
         }
     }
