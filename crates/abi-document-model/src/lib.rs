@@ -26,5 +26,5 @@ pub use datetime::Datetime;
 pub use error::DocumentError;
 pub use query::{Document, FindQuery, OrderBy, Page, Predicate};
 pub use spec::{CollectionSpec, FieldSpec};
-pub use store::{BatchFailure, DocumentStore, Write};
+pub use store::{BatchFailure, Decided, DocumentStore, Write};
 pub use value::{Data, Value};

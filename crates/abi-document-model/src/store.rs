@@ -51,6 +51,30 @@ pub struct BatchFailure {
     pub error: DocumentError,
 }
 
+/// Told a put's document as it will be stored once the store has decided
+/// to store it, before its commit is durable ([`DocumentStore::put_deciding`]).
+/// Called at most once, on the store's writing thread: it should only hand
+/// the stamps on.
+pub struct Decided(Box<dyn FnOnce(&Document) + Send>);
+
+impl Decided {
+    /// Calls `tell` with the decided document.
+    pub fn new(tell: impl FnOnce(&Document) + Send + 'static) -> Self {
+        Self(Box::new(tell))
+    }
+
+    /// Tells `document` as decided.
+    pub fn tell(self, document: &Document) {
+        (self.0)(document);
+    }
+}
+
+impl std::fmt::Debug for Decided {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Decided")
+    }
+}
+
 /// A document storage backend.
 ///
 /// One document is the unit of atomicity. `put` replaces the whole document:
@@ -99,6 +123,25 @@ pub trait DocumentStore: Send + Sync + 'static {
         data: Data,
         if_version: Option<i64>,
     ) -> impl Future<Output = Result<Document, DocumentError>> + Send;
+
+    /// [`put`](Self::put), telling `decided` the document as it will be
+    /// stored as soon as the store knows it will store it unless the commit
+    /// itself fails: before the commit is durable. Only the answer
+    /// acknowledges the write; a refused put tells nothing. A store that
+    /// cannot tell earlier (this default) tells nothing, and its answer
+    /// alone counts.
+    fn put_deciding(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        data: Data,
+        if_version: Option<i64>,
+        decided: Decided,
+    ) -> impl Future<Output = Result<Document, DocumentError>> + Send {
+        drop(decided);
+        self.put(namespace, collection, id, data, if_version)
+    }
 
     /// Reads one document.
     fn get(

@@ -111,6 +111,46 @@ impl Transport {
     where
         Resp: Message + Default + Reply,
     {
+        self.exchange_reply_told(subject, payload, local, None)
+            .await
+    }
+
+    /// [`Self::exchange`] of a put that asks for its early word on
+    /// `decided_to` ([`abi_wire::documents::DECIDED_HEADER`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Self::exchange`].
+    pub(crate) async fn exchange_told<Resp>(
+        &self,
+        subject: &str,
+        payload: Vec<u8>,
+        decided_to: &str,
+    ) -> Result<Resp, CallError>
+    where
+        Resp: Message + Default + Reply,
+    {
+        let response: Resp = self
+            .exchange_reply_told(subject, payload, None, Some(decided_to))
+            .await?;
+        if let Some(error) = response.call_error() {
+            return Err(refusal(error));
+        }
+        Ok(response)
+    }
+
+    /// [`Self::exchange_reply`], its request asking for a put's early word
+    /// on `decided_to` when given.
+    async fn exchange_reply_told<Resp>(
+        &self,
+        subject: &str,
+        payload: Vec<u8>,
+        local: Option<(&str, &'static str)>,
+        decided_to: Option<&str>,
+    ) -> Result<Resp, CallError>
+    where
+        Resp: Message + Default + Reply,
+    {
         let token = self.token.token()?;
         let payload = Bytes::from(payload);
         let started = Instant::now();
@@ -118,7 +158,7 @@ impl Transport {
         // (disabled, and free, when traces are not exported).
         let span = traces::message_span(traces::Kind::Client, subject, None);
         let answer = self
-            .exchange_in(subject, token, payload, local, started, &span)
+            .exchange_in(subject, token, payload, (local, decided_to), started, &span)
             .instrument(span.clone())
             .await;
         match &answer {
@@ -166,14 +206,18 @@ impl Transport {
         subject: &str,
         token: String,
         payload: Bytes,
-        local: Option<(&str, &'static str)>,
+        (local, decided_to): (Option<(&str, &'static str)>, Option<&str>),
         started: Instant,
         span: &tracing::Span,
     ) -> Result<Bytes, CallError> {
         let reply = match (&self.link, local) {
             (Link::Nats(client), _) => {
-                self.send_nats(client, subject, &token, payload, started, span)
-                    .await?
+                let sent = Sent {
+                    token: &token,
+                    decided_to,
+                    started,
+                };
+                self.send_nats(client, subject, sent, payload, span).await?
             }
             (Link::Local(service), Some((project, operation))) => {
                 self.send_local(service.as_ref(), project, operation, &token, payload)
@@ -208,12 +252,16 @@ impl Transport {
         &self,
         client: &async_nats::Client,
         subject: &str,
-        token: &str,
+        sent: Sent<'_>,
         payload: Bytes,
-        started: Instant,
         span: &tracing::Span,
     ) -> Result<Bytes, CallError> {
-        let headers = call_headers(token, span, None);
+        let Sent {
+            token,
+            decided_to,
+            started,
+        } = sent;
+        let headers = call_headers(token, span, None, decided_to);
         span.record(abi_wire::trace::attribute::BODY_SIZE, payload.len());
         // The chunk exchanges carry the token only (built when a message
         // overflows).
@@ -242,9 +290,9 @@ impl Transport {
         };
         let headers = match &upload {
             None => headers,
-            Some(id) => call_headers(token, span, Some(id)),
+            Some(id) => call_headers(token, span, Some(id), decided_to),
         };
-        let again = || call_headers(token, span, upload.as_deref());
+        let again = || call_headers(token, span, upload.as_deref(), decided_to);
         let answered = self
             .send_headed(client, subject, headers, &again, payload, started)
             .await;
@@ -370,7 +418,12 @@ impl Transport {
 /// A call's headers: the token, the trace context, that the caller reads
 /// a parked reply (as the reference's clients all do), and the upload that
 /// holds an overflowed request's body.
-fn call_headers(token: &str, span: &tracing::Span, upload: Option<&str>) -> HeaderMap {
+fn call_headers(
+    token: &str,
+    span: &tracing::Span,
+    upload: Option<&str>,
+    decided_to: Option<&str>,
+) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(abi_auth::AUTH_HEADER, token);
     traces::inject(span, &mut headers);
@@ -378,7 +431,21 @@ fn call_headers(token: &str, span: &tracing::Span, upload: Option<&str>) -> Head
     if let Some(id) = upload {
         headers.insert(overflow::REQUEST_HEADER, id);
     }
+    if let Some(subject) = decided_to {
+        headers.insert(abi_wire::documents::DECIDED_HEADER, subject);
+    }
     headers
+}
+
+/// Who sends a request over NATS, and when it began.
+#[derive(Clone, Copy)]
+struct Sent<'a> {
+    /// The token it is signed with.
+    token: &'a str,
+    /// Where a put's early word goes ([`abi_wire::documents::DECIDED_HEADER`]).
+    decided_to: Option<&'a str>,
+    /// When the call began (its deadline counts from here).
+    started: Instant,
 }
 
 /// A transfer's failure as a call's: its wire code, its message.
@@ -418,19 +485,27 @@ mod tests {
     #[test]
     fn a_call_carries_its_token_says_it_reads_parked_replies_and_names_its_upload() {
         let span = tracing::Span::none();
-        let plain = call_headers("tok", &span, None);
+        let plain = call_headers("tok", &span, None, None);
         assert_eq!(plain.get(abi_auth::AUTH_HEADER).unwrap().as_str(), "tok");
         assert_eq!(
             plain.get(overflow::ACCEPT_HEADER).unwrap().as_str(),
             overflow::ACCEPT_VALUE
         );
         assert!(plain.get(overflow::REQUEST_HEADER).is_none());
-        let uploaded = call_headers("tok", &span, Some("u1"));
+        assert!(plain.get(abi_wire::documents::DECIDED_HEADER).is_none());
+        let told = call_headers("tok", &span, None, Some("_INBOX.x"));
+        assert_eq!(
+            told.get(abi_wire::documents::DECIDED_HEADER)
+                .unwrap()
+                .as_str(),
+            "_INBOX.x"
+        );
+        let uploaded = call_headers("tok", &span, Some("u1"), None);
         assert_eq!(
             uploaded.get(overflow::REQUEST_HEADER).unwrap().as_str(),
             "u1"
         );
         // A resend builds the same headers again.
-        assert_eq!(call_headers("tok", &span, Some("u1")), uploaded);
+        assert_eq!(call_headers("tok", &span, Some("u1"), None), uploaded);
     }
 }

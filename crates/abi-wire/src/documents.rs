@@ -23,6 +23,29 @@ pub const SUBJECT_PREFIX: &str = "abi.svc.document.v1";
 /// The reply header carrying a refusal's code, beside the protobuf
 /// `CallError` (the reference's traffic view reads it without decoding).
 pub const ERROR_CODE_HEADER: &str = "Abi-Error-Code";
+/// A put request's header naming a subject where our service tells the
+/// put's outcome as soon as it is decided, before its commit is durable: a
+/// `PutResponse` with the document's stamps and no data. The reply still
+/// comes once the commit is durable, and only it acknowledges the write.
+/// The reference's service ignores the header (no early word), as does
+/// ours for a refused put and for a store that cannot tell earlier.
+pub const DECIDED_HEADER: &str = "Abi-Put-Decided";
+/// The longest subject [`DECIDED_HEADER`] may name; a longer one, or one
+/// with a wildcard or white space, is ignored (the put is served as
+/// without the header).
+pub const MAX_DECIDED_SUBJECT: usize = 256;
+
+/// Whether `subject` may carry a put's early word ([`DECIDED_HEADER`]):
+/// one literal subject, no wildcards, of at most [`MAX_DECIDED_SUBJECT`]
+/// bytes.
+pub fn is_decided_subject(subject: &str) -> bool {
+    !subject.is_empty()
+        && subject.len() <= MAX_DECIDED_SUBJECT
+        && subject
+            .split('.')
+            .all(|token| !token.is_empty() && token != "*" && token != ">")
+        && !subject.bytes().any(|b| b.is_ascii_whitespace())
+}
 /// A find page's estimated size stays under the broker's max payload divided
 /// by this (the reference's share: protobuf can run a few times larger than
 /// the stored JSON the estimate counts).
@@ -244,6 +267,26 @@ mod tests {
         assert_eq!(&Operation::SERVED[..10], &Operation::ALL[..]);
         assert!(Operation::Namespaces.is_admin());
         assert!(!Operation::Find.is_admin());
+    }
+
+    #[test]
+    fn a_put_decision_goes_only_to_one_literal_subject() {
+        let long = format!("_INBOX.{}", "a".repeat(MAX_DECIDED_SUBJECT));
+        let cases = [
+            ("_INBOX.abc.decided.7", true),
+            ("reply", true),
+            ("", false),
+            ("_INBOX.*.7", false),
+            ("_INBOX.>", false),
+            ("_INBOX..7", false),
+            (".7", false),
+            ("_INBOX.a b", false),
+            ("_INBOX.a\tb", false),
+            (long.as_str(), false),
+        ];
+        for (subject, valid) in cases {
+            assert_eq!(is_decided_subject(subject), valid, "{subject:?}");
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use abi_document_model::validate::{
     validate_version,
 };
 use abi_document_model::{
-    Data, Datetime, Document, DocumentError, DocumentStore, FindQuery, Write,
+    Data, Datetime, Decided, Document, DocumentError, DocumentStore, FindQuery, Write,
 };
 use abi_overflow::OverflowHost;
 use abi_process::Secret;
@@ -39,7 +39,7 @@ pub struct HandlerConfig {
 }
 
 /// One request as the handler sees it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct Request<'a> {
     /// The operation its subject names.
     pub operation: Operation,
@@ -60,6 +60,11 @@ pub struct Request<'a> {
     /// The broker's max payload on the connection it arrived on, which sizes
     /// `find` pages.
     pub max_payload: Option<usize>,
+    /// For a put, told the document as it will be stored once the store
+    /// decided to store it, before the commit is durable (the
+    /// [`abi_wire::documents::DECIDED_HEADER`] extension); other operations
+    /// ignore it.
+    pub decided: Option<Decided>,
 }
 
 /// The encoded reply, and the code when it is a refusal.
@@ -239,6 +244,7 @@ impl<S: DocumentStore> Handler<S> {
             // A reply that can be parked need not fit.
             max_payload: request.max_payload.filter(|_| !request.replies_overflow),
             request_bytes: body.len(),
+            decided: request.decided,
         };
         match op(self, call, decoded).await {
             Ok(reply) => Answer {
@@ -347,20 +353,35 @@ impl<S: DocumentStore> Handler<S> {
         {
             check_put_reply_fits(&put.id, &put.data, limit)?;
         }
-        Ok(DocumentReply(self.store_put(put).await?))
+        Ok(DocumentReply(self.store_put(put, call.decided).await?))
     }
 
-    /// Stores a checked put.
-    async fn store_put(&self, put: CheckedPut) -> Result<Document, DocumentError> {
-        self.store
-            .put(
-                &put.namespace,
-                &put.collection,
-                &put.id,
-                put.data,
-                put.if_version,
-            )
-            .await
+    /// Stores a checked put, telling `decided` (when given) the document
+    /// before its commit is durable.
+    async fn store_put(
+        &self,
+        put: CheckedPut,
+        decided: Option<Decided>,
+    ) -> Result<Document, DocumentError> {
+        let CheckedPut {
+            namespace,
+            collection,
+            id,
+            data,
+            if_version,
+        } = put;
+        match decided {
+            None => {
+                self.store
+                    .put(&namespace, &collection, &id, data, if_version)
+                    .await
+            }
+            Some(decided) => {
+                self.store
+                    .put_deciding(&namespace, &collection, &id, data, if_version, decided)
+                    .await
+            }
+        }
     }
 
     /// A put checked as the reference checks it, in its order.
@@ -403,23 +424,14 @@ impl<S: DocumentStore> Handler<S> {
         }
         let stored = futures::future::join_all(r.puts.into_iter().map(|put| {
             let checked = self.checked_put(&call, put);
-            async move { self.store_put(checked?).await }
+            async move { self.store_put(checked?, None).await }
         }))
         .await;
         Ok(pb::PutManyResponse {
             results: stored
                 .into_iter()
                 .map(|result| match result {
-                    Ok(doc) => pb::PutResponse {
-                        document: Some(pb::Document {
-                            id: doc.id,
-                            data: None,
-                            created_at: doc.created_at.isoformat(),
-                            updated_at: doc.updated_at.isoformat(),
-                            version: doc.version,
-                        }),
-                        ..Default::default()
-                    },
+                    Ok(doc) => stamped_reply(&doc),
                     Err(error) => pb::PutResponse {
                         error: Some(call_error(&error)),
                         ..Default::default()
@@ -593,8 +605,23 @@ impl From<CheckedPut> for Write {
     }
 }
 
+/// A put's answer as `put_many` gives it, and as the early word of a put
+/// ([`Request::decided`]) tells it: the document's stamps without its data.
+pub fn stamped_reply(doc: &Document) -> pb::PutResponse {
+    pb::PutResponse {
+        document: Some(pb::Document {
+            id: doc.id.clone(),
+            data: None,
+            created_at: doc.created_at.isoformat(),
+            updated_at: doc.updated_at.isoformat(),
+            version: doc.version,
+        }),
+        ..Default::default()
+    }
+}
+
 /// Who calls, and how large a `find` page may be.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Call {
     identity: String,
     page_bytes: Option<i64>,
@@ -602,6 +629,8 @@ struct Call {
     max_payload: Option<usize>,
     /// The request's encoded size.
     request_bytes: usize,
+    /// A put's early word ([`Request::decided`]).
+    decided: Option<Decided>,
 }
 
 /// A refusal reply of `R`'s type: `code`, `message`, not retryable (as the

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument as _;
 
-use abi_document_model::DocumentStore;
+use abi_document_model::{Decided, DocumentStore};
 use abi_overflow::{OverflowHost, frame};
 use abi_wire::AUTH_HEADER;
 use abi_wire::documents::{self, ERROR_CODE_HEADER, Operation};
@@ -17,7 +17,8 @@ use async_nats::connection::State;
 use async_nats::service::{Request as ServiceRequest, ServiceExt as _};
 use async_nats::{Client, HeaderMap};
 use futures::StreamExt as _;
-use tokio::sync::Semaphore;
+use prost::Message as _;
+use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -240,18 +241,24 @@ impl<S: DocumentStore> Worker<S> {
             .overflow()
             .filter(|_| frame::accepts_overflow(headers));
         let max_payload = self.client.max_payload();
-        let mut answer = self
-            .handler
-            .handle(Request {
-                operation,
-                token,
-                upload: frame::uploaded_request(headers),
-                headers,
-                replies_overflow: overflow.is_some(),
-                body: &request.message.payload,
-                max_payload: (max_payload > 0).then_some(max_payload),
-            })
-            .await;
+        let (decided, told) = match early_word(operation, headers) {
+            Some((decided, told)) => (Some(decided), Some(told)),
+            None => (None, None),
+        };
+        let handling = self.handler.handle(Request {
+            operation,
+            token,
+            upload: frame::uploaded_request(headers),
+            headers,
+            replies_overflow: overflow.is_some(),
+            body: &request.message.payload,
+            max_payload: (max_payload > 0).then_some(max_payload),
+            decided,
+        });
+        let mut answer = match told {
+            None => handling.await,
+            Some(told) => self.answer_telling(handling, told).await,
+        };
         let mut reply_headers = HeaderMap::new();
         if max_payload > 0 && reply_size(&answer) > max_payload {
             let payload = std::mem::take(&mut answer.payload);
@@ -281,6 +288,66 @@ impl<S: DocumentStore> Worker<S> {
             })
             .await;
     }
+}
+
+impl<S> Worker<S> {
+    /// Awaits `handling`, publishing the put's early word as soon as the
+    /// store tells it. A word told is always published, before the reply:
+    /// a commit that fails at once may end `handling` in the same poll that
+    /// first finds the word waiting.
+    async fn answer_telling(&self, handling: impl Future<Output = Answer>, told: Told) -> Answer {
+        let Told { subject, mut word } = told;
+        tokio::pin!(handling);
+        let answer = tokio::select! {
+            biased;
+            Ok(bytes) = &mut word => {
+                self.tell(subject, bytes).await;
+                return handling.await;
+            }
+            answer = &mut handling => answer,
+        };
+        if let Ok(bytes) = word.try_recv() {
+            self.tell(subject, bytes).await;
+        }
+        answer
+    }
+
+    /// Publishes a put's early word.
+    async fn tell(&self, subject: String, word: Vec<u8>) {
+        if let Err(error) = self.client.publish(subject, word.into()).await {
+            tracing::debug!(%error, "could not tell a put's decision");
+        }
+    }
+}
+
+/// Where a put's early word goes, once the store tells it.
+struct Told {
+    subject: String,
+    word: oneshot::Receiver<Vec<u8>>,
+}
+
+/// For a put asking for its early word ([`documents::DECIDED_HEADER`],
+/// naming a subject [`documents::is_decided_subject`] accepts), what the
+/// store tells and where it goes; `None` for anything else.
+fn early_word(operation: Operation, headers: Option<&HeaderMap>) -> Option<(Decided, Told)> {
+    if operation != Operation::Put {
+        return None;
+    }
+    let subject = headers?.get(documents::DECIDED_HEADER)?.as_str();
+    if !documents::is_decided_subject(subject) {
+        return None;
+    }
+    let (tell, word) = oneshot::channel();
+    let decided = Decided::new(move |document| {
+        // Encoded on the store's thread: the subject's reader waits for
+        // these bytes, not for the task to wake first.
+        let _ = tell.send(handler::stamped_reply(document).encode_to_vec());
+    });
+    let told = Told {
+        subject: subject.to_owned(),
+        word,
+    };
+    Some((decided, told))
 }
 
 /// A reply waiting in the outbox.

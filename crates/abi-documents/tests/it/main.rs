@@ -13,6 +13,7 @@ mod nats_service;
 mod overflow;
 mod postgres;
 mod process;
+mod put_decided;
 mod put_many;
 mod sqlite;
 mod sync_call;

@@ -23,7 +23,19 @@ fn binary() -> &'static str {
 
 /// The binary with a clean environment (no inherited ABI_/NATS_ settings).
 fn command() -> Command {
-    let mut cmd = Command::new(binary());
+    clean(Command::new(binary()))
+}
+
+/// The binary started through `sh` with SIGXFSZ ignored, so that a write
+/// past a file-size limit fails (`EFBIG`) rather than kills it.
+fn command_ignoring_file_size_signals() -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "trap '' XFSZ; exec \"$0\"", binary()]);
+    clean(cmd)
+}
+
+/// `cmd` without inherited ABI_/NATS_ settings, logging warnings.
+fn clean(mut cmd: Command) -> Command {
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy().into_owned();
         if key.starts_with("ABI_") || key.starts_with("NATS_") || key == "RUST_LOG" {
@@ -36,7 +48,11 @@ fn command() -> Command {
 
 /// Starts the binary and waits until it answers a read.
 async fn start(nats_url: &str, env: &[(&str, &str)]) -> Child {
-    let mut cmd = command();
+    start_as(command(), nats_url, env).await
+}
+
+/// Starts `cmd` (the binary) and waits until it answers a read.
+async fn start_as(mut cmd: Command, nats_url: &str, env: &[(&str, &str)]) -> Child {
     cmd.env("NATS_URL", nats_url)
         .env("ABI_JWT_SECRET", SECRET)
         .stdin(Stdio::null())
@@ -209,6 +225,78 @@ async fn serves_discovery_and_metrics_and_drains_on_sigterm() {
             .await
             .expect("an acknowledged put is stored");
     }
+}
+
+/// A put told decided whose commit then fails (the WAL cannot grow past the
+/// process's file-size limit): its durable answer is the failure, nothing
+/// is stored, the service goes on answering reads, and stores the put once
+/// the file can grow again.
+#[tokio::test]
+async fn a_put_decided_whose_commit_fails_answers_the_failure_and_stores_nothing() {
+    let nats = NatsServer::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().to_string_lossy().into_owned();
+    let env = [("ABI_DOCUMENTS_DATA_DIR", data_dir.as_str())];
+    let child = start_as(command_ignoring_file_size_signals(), &nats.url(), &env).await;
+    let client = async_nats::connect(nats.url()).await.expect("connect");
+    let docs = module(client, "billing");
+    docs.ensure_collection(CollectionSpec::new("runs"))
+        .await
+        .expect("ensure");
+    // Room for a few commits more than the files hold now.
+    let largest = std::fs::read_dir(dir.path())
+        .expect("the data dir")
+        .map(|entry| entry.expect("an entry").metadata().expect("metadata").len())
+        .max()
+        .unwrap_or(0);
+    let limit = largest + 256 * 1024;
+    let pid = rustix::process::Pid::from_raw(child.id().expect("running") as i32).expect("pid");
+    // The soft limit only, so that it can be lifted again.
+    let fsize = rustix::process::Rlimit {
+        current: Some(limit),
+        maximum: None,
+    };
+    rustix::process::prlimit(Some(pid), rustix::process::Resource::Fsize, fsize)
+        .expect("limit the service's file size");
+
+    let mut data = Data::new();
+    data.insert("text".into(), Value::from("x".repeat(32 * 1024)));
+    let mut failed = None;
+    for i in 0..100 {
+        let id = format!("d{i}");
+        let deciding = docs
+            .put_deciding("runs", &id, &data, Some(0))
+            .await
+            .unwrap_or_else(|e| panic!("put {i} refused before it was decided: {e}"));
+        assert_eq!(deciding.written.version, 1);
+        if let Err(e) = deciding.stored.await {
+            failed = Some((id, e));
+            break;
+        }
+    }
+    let (id, error) = failed.expect("a commit past the file-size limit fails");
+    assert_eq!(
+        error.code(),
+        Some(abi_wire::ErrorCode::StorageError.as_str()),
+        "{error}"
+    );
+    let missing = docs.get("runs", &id).await.expect_err("not stored");
+    assert_eq!(missing.kind(), CallErrorKind::DocumentNotFound);
+    docs.get("runs", "d0")
+        .await
+        .expect("an earlier put is stored");
+    // Room again: the same put is stored.
+    let unlimited = rustix::process::Rlimit {
+        current: None,
+        maximum: None,
+    };
+    rustix::process::prlimit(Some(pid), rustix::process::Resource::Fsize, unlimited)
+        .expect("lift the limit");
+    let written = docs
+        .put_ref("runs", &id, &data, Some(0))
+        .await
+        .expect("stored once the file can grow");
+    assert_eq!(written.version, 1);
 }
 
 /// SIGTERM with nats-server gone (killed -9): the service stops within its

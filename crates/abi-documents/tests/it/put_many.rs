@@ -70,6 +70,36 @@ impl Billing {
     }
 }
 
+/// The reference's service on a nats-server of its own, and a client of
+/// module `billing`, whose collection `runs` exists.
+pub(super) struct ReferenceBilling {
+    pub dir: tempfile::TempDir,
+    pub nats: NatsServer,
+    pub reference: tokio::process::Child,
+    pub client: async_nats::Client,
+    pub docs: DocumentClient,
+}
+
+impl ReferenceBilling {
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let nats = NatsServer::start().await;
+        let reference = reference_server(&nats.url(), dir.path()).await;
+        let client = async_nats::connect(nats.url()).await.expect("connect");
+        let docs = DocumentClient::new(client.clone(), module_token("billing"), "billing");
+        docs.ensure_collection(CollectionSpec::new("runs"))
+            .await
+            .expect("ensure");
+        Self {
+            dir,
+            nats,
+            reference,
+            client,
+            docs,
+        }
+    }
+}
+
 #[tokio::test]
 async fn put_many_stores_or_refuses_each_put_on_its_own() {
     for strict in [false, true] {
@@ -264,14 +294,13 @@ async fn a_put_queue_sends_the_puts_that_wait_in_one_request() {
 
 #[tokio::test]
 async fn a_put_queue_sends_one_put_per_request_to_the_reference() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let nats = NatsServer::start().await;
-    let mut reference = reference_server(&nats.url(), dir.path()).await;
-    let client = async_nats::connect(nats.url()).await.expect("connect");
-    let docs = DocumentClient::new(client.clone(), module_token("billing"), "billing");
-    docs.ensure_collection(CollectionSpec::new("runs"))
-        .await
-        .expect("ensure");
+    let ReferenceBilling {
+        dir: _dir,
+        nats: _nats,
+        mut reference,
+        client,
+        docs,
+    } = ReferenceBilling::start().await;
     let (mut groups, mut singles) = watch_puts(&client).await;
     let queue = docs.put_queue();
     let ids: Vec<String> = (0..24).map(|i| format!("r{i}")).collect();

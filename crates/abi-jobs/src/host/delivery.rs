@@ -361,8 +361,8 @@ async fn run_attempt(
         }
     }
     let first_record = existing.is_none();
-    let kept = match record::start(shared, run_id, existing, fields, replace).await {
-        Ok(kept) => kept,
+    let (kept, claimed) = match record::claim(shared, run_id, existing, fields, replace).await {
+        Ok(claimed) => claimed,
         Err(err) if conflicted(&err) => return Step::Reread,
         Err(err) => {
             defer(shared, job, msg, run_id, sequence, delivery, &err).await;
@@ -387,13 +387,25 @@ async fn run_attempt(
             first_record,
         },
     );
-    let outcome = supervise(shared, job, msg, &cx, &claim.control, run_id, &mut fence).await;
+    let outcome = supervise(
+        shared,
+        job,
+        msg,
+        &cx,
+        &claim.control,
+        run_id,
+        &mut fence,
+        claimed,
+    )
+    .await;
     drop(claim);
     cx.cancelled().cancel();
     match outcome {
         Outcome::TakenOver => {
             warn!(run_id = %run_id, "job run taken over by another attempt; its record is left alone");
         }
+        // No record of this attempt to write: as a start that failed.
+        Outcome::Unclaimed(err) => defer(shared, job, msg, run_id, sequence, delivery, &err).await,
         Outcome::HandBack => {
             let fields = Change::HandedBack {
                 attempt: attempt - 1,

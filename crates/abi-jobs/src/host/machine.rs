@@ -371,11 +371,43 @@ pub(super) fn coalesced(mut fields: Data, attempts_used: i64, other: &str, now: 
     fields
 }
 
+/// What an attempt does once its RUNNING record, decided, was not stored
+/// after all (its commit failed, or its durable answer never came).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AfterLostClaim {
+    /// The handler ran to an outcome: write it where the RUNNING record
+    /// would have gone, so a completed run is recorded, not run again.
+    WriteOutcome,
+    /// The handler was stopped first (handed back, taken over): redeliver
+    /// the trigger later, using no attempt, as a start that failed.
+    Redeliver,
+}
+
+/// [`AfterLostClaim`] for an attempt whose handler `finished` (or not).
+pub(super) fn after_lost_claim(finished: bool) -> AfterLostClaim {
+    if finished {
+        AfterLostClaim::WriteOutcome
+    } else {
+        AfterLostClaim::Redeliver
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use abi_wire::jobs as wire;
+
+    #[test]
+    fn a_lost_claim_records_a_finished_run_and_redelivers_a_stopped_one() {
+        let table = [
+            (true, AfterLostClaim::WriteOutcome),
+            (false, AfterLostClaim::Redeliver),
+        ];
+        for (finished, then) in table {
+            assert_eq!(after_lost_claim(finished), then, "finished: {finished}");
+        }
+    }
 
     fn text<'a>(data: &'a Data, key: &str) -> &'a str {
         match data.get(key) {

@@ -15,6 +15,7 @@ use super::{JobHostError, Shared};
 use crate::JobContext;
 use abi_sdk_core::CallError;
 use abi_sdk_core::CallErrorKind;
+use abi_sdk_core::documents::Stored;
 
 /// The record fields the reference indexes (retention and the UI query them).
 const INDEXED: [&str; 3] = [field::JOB, field::STATUS, field::FINISHED_AT];
@@ -89,13 +90,56 @@ pub(super) async fn start(
     fields: Data,
     replace: bool,
 ) -> Result<Kept, CallError> {
+    let (data, if_version) = started(existing, fields, replace);
+    write(shared, run_id, data, if_version).await
+}
+
+/// [`start`], answered as soon as the document service decided the write,
+/// before its commit is durable (where it can tell; see
+/// [`abi_sdk_core::documents::PutQueue::put_deciding`]): the record as it
+/// will be stored, and the durable answer, which the attempt awaits before
+/// it writes again or answers its delivery.
+pub(super) async fn claim(
+    shared: &Shared,
+    run_id: &str,
+    existing: Option<&Document>,
+    fields: Data,
+    replace: bool,
+) -> Result<(Kept, Claimed), CallError> {
+    let (data, if_version) = started(existing, fields, replace);
+    let deciding = shared
+        .record_puts
+        .put_deciding(&shared.collection, run_id, &data, Some(if_version))
+        .await?;
+    let kept = Kept {
+        version: deciding.written.version,
+        data,
+    };
+    let claimed = Claimed {
+        stored: deciding.stored,
+        over: if_version,
+    };
+    Ok((kept, claimed))
+}
+
+/// A RUNNING record decided, on its way to disk.
+#[derive(Debug)]
+pub(super) struct Claimed {
+    /// Its durable answer.
+    pub(super) stored: Stored,
+    /// The version it was written over (0: created).
+    pub(super) over: i64,
+}
+
+/// A new attempt's record, and the version it is written over.
+fn started(existing: Option<&Document>, fields: Data, replace: bool) -> (Data, i64) {
     let (mut data, if_version) = match existing {
         Some(doc) if !replace => (doc.data.clone(), doc.version),
         Some(doc) => (created(), doc.version),
         None => (created(), 0),
     };
     data.extend(fields);
-    write(shared, run_id, data, if_version).await
+    (data, if_version)
 }
 
 /// Writes `data` on `if_version` (compare-and-swap).

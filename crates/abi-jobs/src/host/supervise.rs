@@ -10,13 +10,16 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::ack::reply;
+use super::machine::{self, AfterLostClaim};
 use super::record::logs;
-use super::record::{self, Fence, Saved};
+use super::record::{self, Claimed, Fence, Saved};
 use super::recorded::Change;
 use super::runs::Control;
 use super::{Job, Shared};
 use crate::time::now_iso;
 use crate::{JobContext, JobErrorKind, StopReason};
+use abi_sdk_core::CallError;
+use abi_sdk_core::documents::{Stored, Written};
 
 /// Python's `%g` of a timeout in seconds.
 fn seconds_g(t: Duration) -> String {
@@ -37,9 +40,17 @@ pub(super) enum Outcome {
     },
     HandBack,
     TakenOver,
+    /// The RUNNING record, decided, was not stored after all (or its
+    /// durable answer never came): the attempt owns no record.
+    Unclaimed(CallError),
 }
 
-/// Runs the handler to an outcome, heartbeating meanwhile.
+/// Runs the handler to an outcome, heartbeating meanwhile. The handler
+/// starts once its RUNNING record is decided; that record's durable answer
+/// (`claimed`) is awaited before anything else is written. A record not
+/// stored after all stops the handler as a hand-back does; what the
+/// attempt does then is [`machine::after_lost_claim`]'s.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn supervise(
     shared: &Shared,
     job: &Job,
@@ -48,6 +59,72 @@ pub(super) async fn supervise(
     control: &Control,
     run_id: &str,
     fence: &mut Fence,
+    claimed: Claimed,
+) -> Outcome {
+    let Claimed { mut stored, over } = claimed;
+    let mut claim = Claim::Pending;
+    let outcome = run(
+        shared,
+        job,
+        msg,
+        cx,
+        control,
+        run_id,
+        fence,
+        &mut stored,
+        &mut claim,
+    )
+    .await;
+    if matches!(claim, Claim::Pending) {
+        claim = Claim::settled(stored.await);
+    }
+    let Claim::Lost(err) = claim else {
+        return outcome;
+    };
+    let finished = matches!(outcome, Outcome::Finished { .. });
+    match machine::after_lost_claim(finished) {
+        AfterLostClaim::WriteOutcome => {
+            warn!(run_id = %run_id, error = %err, "job run's RUNNING record was not stored; writing its outcome in its place");
+            // The outcome goes where the RUNNING record would have: over
+            // the version the claim was written over (the fenced save reads
+            // the record if the claim was stored after all).
+            fence.kept.version = over;
+            outcome
+        }
+        AfterLostClaim::Redeliver => Outcome::Unclaimed(err),
+    }
+}
+
+/// Where an attempt's RUNNING record stands.
+enum Claim {
+    /// Decided, not yet known to be durable.
+    Pending,
+    /// Durable.
+    Stored,
+    /// Not stored after all.
+    Lost(CallError),
+}
+
+impl Claim {
+    fn settled(answer: Result<Written, CallError>) -> Self {
+        match answer {
+            Ok(_) => Self::Stored,
+            Err(err) => Self::Lost(err),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    shared: &Shared,
+    job: &Job,
+    msg: &Message,
+    cx: &JobContext,
+    control: &Control,
+    run_id: &str,
+    fence: &mut Fence,
+    stored: &mut Stored,
+    claim: &mut Claim,
 ) -> Outcome {
     // The handler runs in its own task, inside the run's span (what it
     // calls continues the run's trace).
@@ -66,7 +143,16 @@ pub(super) async fn supervise(
     let joined = loop {
         tokio::select! {
             joined = &mut work => break joined,
-            _ = ticker.tick() => {
+            answer = &mut *stored, if matches!(claim, Claim::Pending) => {
+                *claim = Claim::settled(answer);
+                if matches!(claim, Claim::Lost(_)) && !handing_back {
+                    handing_back = true;
+                    cx.stop(StopReason::HandBack);
+                    handback_at = Instant::now() + shared.options.handback_grace;
+                }
+            }
+            // Nothing is saved before the record is known to be stored.
+            _ = ticker.tick(), if matches!(claim, Claim::Stored) => {
                 reply(shared, msg, Ack::Progress).await;
                 let fields = Change::Heartbeat { logs: logs(cx), at: &now_iso() }.fields();
                 match record::save(shared, run_id, &fields, fence).await {

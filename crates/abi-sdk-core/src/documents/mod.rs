@@ -27,10 +27,12 @@
 //! ```
 
 mod batch;
+mod decided;
 pub mod json;
 mod put_many;
 
 pub use batch::{BatchError, BatchWrite};
+pub use decided::{Deciding, Stored};
 pub use put_many::{IN_FLIGHT, MAX_GROUP, PutQueue};
 
 use std::collections::VecDeque;
@@ -281,14 +283,7 @@ impl DocumentClient {
         if_version: Option<i64>,
     ) -> Result<Written, CallError> {
         let reply: documents::PutStamped = self.send_put(collection, id, data, if_version).await?;
-        let stamps = reply
-            .document
-            .ok_or_else(|| CallError::new(CallErrorKind::Decode, "reply without its document"))?;
-        Ok(Written {
-            version: stamps.version,
-            created_at: stamps.created_at,
-            updated_at: stamps.updated_at,
-        })
+        Written::from_stamps(reply.document)
     }
 
     /// Sends a put, its data written straight into the request, and reads
@@ -499,6 +494,23 @@ pub struct Written {
 }
 
 impl Written {
+    /// A put's answer from its reply's stamps; `Decode` when there are none.
+    fn from_stamps(stamps: Option<documents::DocumentStamps>) -> Result<Self, CallError> {
+        Self::from_parts(stamps.map(|d| (d.version, d.created_at, d.updated_at)))
+    }
+
+    /// A put's answer from its version and stamps; `Decode` when there are
+    /// none.
+    fn from_parts(stamps: Option<(i64, String, String)>) -> Result<Self, CallError> {
+        let (version, created_at, updated_at) = stamps
+            .ok_or_else(|| CallError::new(CallErrorKind::Decode, "reply without its document"))?;
+        Ok(Self {
+            version,
+            created_at,
+            updated_at,
+        })
+    }
+
     /// When the document was first written.
     ///
     /// # Errors

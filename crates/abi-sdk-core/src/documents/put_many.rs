@@ -28,7 +28,7 @@ use bytes::Bytes;
 use prost::Message as _;
 use tokio::sync::oneshot;
 
-use super::{Data, DocumentClient, Written, put_request};
+use super::{Data, Deciding, DocumentClient, Written, put_request};
 use crate::error::{CallError, CallErrorKind};
 use crate::transport::{Link, refusal};
 
@@ -159,6 +159,45 @@ impl PutQueue {
                 ))
             }),
         }
+    }
+
+    /// As [`DocumentClient::put_deciding`] when none of the queue's
+    /// requests is on its way (an idle caller, whose put would wait for a
+    /// sync after a pause); otherwise [`Self::put`], decided and stored at
+    /// once. The early word costs a message through the broker, which a
+    /// busy caller, whose puts leave grouped, would pay for little.
+    ///
+    /// # Errors
+    ///
+    /// As [`DocumentClient::put_deciding`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a cancelled put may still be stored.
+    pub async fn put_deciding(
+        &self,
+        collection: &str,
+        id: &str,
+        data: &Data,
+        if_version: Option<i64>,
+    ) -> Result<Deciding, CallError> {
+        let idle = {
+            let mut state = self.lock();
+            let idle = state.in_flight == 0;
+            state.in_flight += usize::from(idle);
+            idle
+        };
+        if idle {
+            // Given back once the put is decided: its durable answer is a
+            // moment away, and a put queued meanwhile need not wait for it.
+            let _slot = Slot(self);
+            return self
+                .client
+                .put_deciding(collection, id, data, if_version)
+                .await;
+        }
+        let written = self.put(collection, id, data, if_version).await?;
+        Ok(Deciding::stored(written))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -351,11 +390,7 @@ impl PutQueue {
                 self.client
                     .name_missing(e, &waiting.collection, &waiting.id)
             })?;
-        written(
-            reply
-                .document
-                .map(|d| (d.version, d.created_at, d.updated_at)),
-        )
+        Written::from_stamps(reply.document)
     }
 
     /// One answer of a `put_many`, its refusal named as
@@ -366,7 +401,7 @@ impl PutQueue {
                 .client
                 .name_missing(refusal(error), &waiting.collection, &waiting.id));
         }
-        written(
+        Written::from_parts(
             reply
                 .document
                 .map(|d| (d.version, d.created_at, d.updated_at)),
@@ -414,17 +449,6 @@ fn each_of(error: &CallError) -> CallError {
         Some(code) => copy.with_code(code),
         None => copy,
     }
-}
-
-/// What a put's reply says was written: its version and stamps.
-fn written(stamps: Option<(i64, String, String)>) -> Answer {
-    let (version, created_at, updated_at) = stamps
-        .ok_or_else(|| CallError::new(CallErrorKind::Decode, "reply without its document"))?;
-    Ok(Written {
-        version,
-        created_at,
-        updated_at,
-    })
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@ pub struct Setup {
     pub server: NatsServer,
     pub project: String,
     pub nats: async_nats::Client,
-    documents: Documents,
+    /// `None` when the test runs a document service of its own.
+    documents: Option<Documents>,
 }
 
 /// Our document service in process over a SQLite file, checking tokens
@@ -91,10 +92,31 @@ impl Setup {
             server,
             project,
             nats,
-            documents,
+            documents: Some(documents),
         };
         wait_documents_serve(&setup.client("probe", "none")).await;
         setup
+    }
+
+    /// A nats-server and a fresh project's streams, without a document
+    /// service: the test starts its own (checking tokens with [`SECRET`]).
+    pub async fn start_without_documents() -> Self {
+        let server = NatsServer::start().await;
+        let project = unique_name("jobs");
+        let nats = async_nats::connect(server.url()).await.unwrap();
+        abi_discovery::platform::prepare_module_streams(
+            &async_nats::jetstream::new(nats.clone()),
+            &project,
+            1,
+        )
+        .await
+        .unwrap();
+        Self {
+            server,
+            project,
+            nats,
+            documents: None,
+        }
     }
 
     pub fn token(&self, identity: &str) -> String {
@@ -161,7 +183,9 @@ impl Setup {
     }
 
     pub async fn stop(self) {
-        self.documents.stop().await;
+        if let Some(documents) = self.documents {
+            documents.stop().await;
+        }
     }
 }
 

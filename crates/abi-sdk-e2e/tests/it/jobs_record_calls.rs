@@ -2,7 +2,9 @@
 //! plain subscription sees every request the document service answers):
 //! a first delivery creates its RUNNING record unread, and every later
 //! write of the attempt (progress, outcome) goes on the version it kept.
-//! Two calls per run, where reading before each write took four.
+//! Two calls per run, where reading before each write took four. An idle
+//! host's RUNNING create asks for the service's early word
+//! (`Abi-Put-Decided`), so the handler starts before the commit's sync.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -11,7 +13,7 @@ use abi_proto::Message as _;
 use abi_proto::document::v1 as pb;
 use abi_sdk::jobs::{JobHostOptions, JobSpec};
 use abi_test_support::wait_until;
-use abi_wire::documents::{Operation, operation};
+use abi_wire::documents::{DECIDED_HEADER, Operation, operation};
 use abi_wire::jobs::JobSubjects;
 use futures::StreamExt as _;
 use serde_json::json;
@@ -45,7 +47,12 @@ impl Snoop {
                         (Operation::Get, vec![(r.namespace, r.id)])
                     }
                     Some(m) = puts.next() => {
+                        let decided = m.headers.as_ref().and_then(|h| h.get(DECIDED_HEADER)).is_some();
                         let r = pb::PutRequest::decode(m.payload).unwrap();
+                        if decided {
+                            let key = format!("{DECIDED_HEADER} {}/{}", r.namespace, r.id);
+                            tx.send_modify(|calls| calls.push((Operation::Put, key)));
+                        }
                         (Operation::Put, vec![(r.namespace, r.id)])
                     }
                     Some(m) = batches.next() => {
@@ -92,6 +99,13 @@ impl Snoop {
             .collect()
     }
 
+    /// How many puts of `module`'s `run_id` asked for their early word.
+    fn decided(&self, module: &str, run_id: &str) -> usize {
+        let key = format!("{DECIDED_HEADER} {module}/{run_id}");
+        let calls = self.calls.borrow();
+        calls.iter().filter(|(_, k)| *k == key).count()
+    }
+
     /// `(gets, write requests)` of the record of `module`'s `run_id` so far
     /// (a put, or a batch or put_many naming it).
     fn count(&self, module: &str, run_id: &str) -> (usize, usize) {
@@ -104,7 +118,7 @@ impl Snoop {
 
 /// Waits for `run_id`'s completion notice (published once its outcome is
 /// stored), without reading the record (that read would be counted).
-async fn finished(done: &mut async_nats::Subscriber, run_id: &str) -> String {
+pub(super) async fn finished(done: &mut async_nats::Subscriber, run_id: &str) -> String {
     let quoted = format!("\"{run_id}\"");
     loop {
         let notice = tokio::time::timeout(DEADLINE, done.next())
@@ -158,6 +172,11 @@ async fn a_run_costs_two_record_calls_and_progress_moves_the_kept_version() {
         snoop.count(MODULE, plain.run_id()),
         (0, 2),
         "a first delivery's run: a create and one write, no reads"
+    );
+    assert_eq!(
+        snoop.decided(MODULE, plain.run_id()),
+        1,
+        "an idle host's RUNNING create asks for its decision, its outcome does not"
     );
 
     // A retried run: the retry re-driven here reads the record once (is it

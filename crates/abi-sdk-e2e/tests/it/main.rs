@@ -29,6 +29,7 @@ mod jobs_caller;
 mod jobs_cancel;
 mod jobs_cancel_auth;
 mod jobs_claim_check;
+mod jobs_claim_fault;
 mod jobs_coalesce;
 mod jobs_early_trigger;
 mod jobs_expired;

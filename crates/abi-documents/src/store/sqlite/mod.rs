@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use abi_document_model::validate::{validate_name, validate_version};
 use abi_document_model::{
-    BatchFailure, CollectionSpec, Data, Document, DocumentError, DocumentStore, FindQuery, Page,
-    Predicate, Write,
+    BatchFailure, CollectionSpec, Data, Decided, Document, DocumentError, DocumentStore, FindQuery,
+    Page, Predicate, Write,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -181,12 +181,54 @@ impl SqliteStore {
     }
 
     async fn write(&self, op: WriteOp) -> Result<WriteOutput, DocumentError> {
+        self.write_deciding(op, None).await
+    }
+
+    /// [`Self::write`], `decided` told before the commit (see
+    /// [`WriteCmd::decided`]).
+    async fn write_deciding(
+        &self,
+        op: WriteOp,
+        decided: Option<Decided>,
+    ) -> Result<WriteOutput, DocumentError> {
         let (reply, answer) = oneshot::channel();
         self.write_tx
-            .send(WriteCmd { op, reply })
+            .send(WriteCmd { op, reply, decided })
             .await
             .map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
+    }
+}
+
+impl SqliteStore {
+    /// A put through the writer, `decided` told before its commit.
+    async fn put_with(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        data: Data,
+        if_version: Option<i64>,
+        decided: Option<Decided>,
+    ) -> Result<Document, DocumentError> {
+        validate_name(id)?;
+        validate_version(if_version)?;
+        let write = Write::Put {
+            namespace: namespace.to_owned(),
+            collection: collection.to_owned(),
+            id: id.to_owned(),
+            data,
+            if_version,
+        };
+        let output = self
+            .write_deciding(WriteOp::Document(Prepared::new(write)), decided)
+            .await?;
+        match output {
+            WriteOutput::Document(document) => Ok(*document),
+            WriteOutput::Done | WriteOutput::Batch(_) => {
+                Err(DocumentError::Storage(error::STORAGE_MESSAGE.to_owned()))
+            }
+        }
     }
 }
 
@@ -254,23 +296,21 @@ impl DocumentStore for SqliteStore {
         data: Data,
         if_version: Option<i64>,
     ) -> Result<Document, DocumentError> {
-        validate_name(id)?;
-        validate_version(if_version)?;
-        let output = self
-            .write(WriteOp::Document(Prepared::new(Write::Put {
-                namespace: namespace.to_owned(),
-                collection: collection.to_owned(),
-                id: id.to_owned(),
-                data,
-                if_version,
-            })))
-            .await?;
-        match output {
-            WriteOutput::Document(document) => Ok(*document),
-            WriteOutput::Done | WriteOutput::Batch(_) => {
-                Err(DocumentError::Storage(error::STORAGE_MESSAGE.to_owned()))
-            }
-        }
+        self.put_with(namespace, collection, id, data, if_version, None)
+            .await
+    }
+
+    async fn put_deciding(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        data: Data,
+        if_version: Option<i64>,
+        decided: Decided,
+    ) -> Result<Document, DocumentError> {
+        self.put_with(namespace, collection, id, data, if_version, Some(decided))
+            .await
     }
 
     async fn get(

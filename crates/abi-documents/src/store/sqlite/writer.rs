@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use abi_document_model::{CollectionSpec, Document, DocumentError, Write};
+use abi_document_model::{CollectionSpec, Decided, Document, DocumentError, Write};
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -102,6 +102,10 @@ pub struct WriteCmd {
     pub op: WriteOp,
     /// The answer, sent once the batch holding it committed (or failed).
     pub reply: oneshot::Sender<Result<WriteOutput, DocumentError>>,
+    /// Told a put's document once every statement of its batch ran and
+    /// only the commit is left (before the sync); a put refused, or a
+    /// batch failed before its commit, tells nothing.
+    pub decided: Option<Decided>,
 }
 
 /// Runs the writer until every sender is dropped: takes one command, adds
@@ -243,7 +247,7 @@ fn run_batch(
     specs.clear();
     control(conn, "BEGIN IMMEDIATE")?;
     let mut results = Vec::with_capacity(batch.len());
-    for cmd in batch {
+    for cmd in &mut *batch {
         let savepoint = !alone && cmd.op.needs_savepoint();
         if savepoint {
             control(conn, "SAVEPOINT document_write")?;
@@ -275,8 +279,21 @@ fn run_batch(
         results.push(result);
     }
     let failed_alone = alone && results.iter().all(WriteOutput::failed);
+    if !failed_alone {
+        tell_decided(batch, &results);
+    }
     control(conn, if failed_alone { "ROLLBACK" } else { "COMMIT" })?;
     Ok(results)
+}
+
+/// Tells the puts that wait for it their document as decided: all of the
+/// batch's statements ran, only its commit (and sync) is left.
+fn tell_decided(batch: &mut [WriteCmd], results: &[Result<WriteOutput, DocumentError>]) {
+    for (cmd, result) in batch.iter_mut().zip(results) {
+        if let (Some(decided), Ok(WriteOutput::Document(document))) = (cmd.decided.take(), result) {
+            decided.tell(document);
+        }
+    }
 }
 
 /// Runs one transaction-control statement (see [`connection::run_cached`]).
@@ -297,7 +314,11 @@ mod tests {
     fn command(op: WriteOp) -> WriteCmd {
         // The answers are read from `run_batch`'s result, not sent.
         let (reply, _) = oneshot::channel();
-        WriteCmd { op, reply }
+        WriteCmd {
+            op,
+            reply,
+            decided: None,
+        }
     }
 
     fn put(id: &str, n: Value) -> WriteCmd {
