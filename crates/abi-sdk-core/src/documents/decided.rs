@@ -39,7 +39,7 @@ pub struct Deciding {
 
 impl Deciding {
     /// A put whose durable answer came first: decided and stored at once.
-    pub fn stored(written: Written) -> Self {
+    pub fn at_once(written: Written) -> Self {
         Self {
             stored: Stored(Inner::Ready(Some(Ok(written.clone())))),
             written,
@@ -126,7 +126,7 @@ impl DocumentClient {
     ) -> Result<Deciding, CallError> {
         let Link::Nats(nats) = self.transport.link() else {
             let written = self.put_ref(collection, id, data, if_version).await?;
-            return Ok(Deciding::stored(written));
+            return Ok(Deciding::at_once(written));
         };
         // A subscription of the put's own: its word reaches this task
         // straight from the connection.
@@ -172,7 +172,7 @@ impl DocumentClient {
                         written: decided(&told.payload)?,
                         stored: Stored(Inner::Ready(Some(Err(error)))),
                     }),
-                    (_, stored) => Ok(Deciding::stored(stored?)),
+                    (_, stored) => Ok(Deciding::at_once(stored?)),
                 }
             }
         }

@@ -197,7 +197,7 @@ impl PutQueue {
                 .await;
         }
         let written = self.put(collection, id, data, if_version).await?;
-        Ok(Deciding::stored(written))
+        Ok(Deciding::at_once(written))
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
