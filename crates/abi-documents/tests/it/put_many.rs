@@ -40,6 +40,17 @@ fn request(puts: Vec<pb::PutRequest>) -> Vec<u8> {
     .encode_to_vec()
 }
 
+/// A connection to `nats`, and a client of module `billing` whose
+/// collection `runs` it declares (on whichever service serves there).
+async fn billing_client(nats: &NatsServer) -> (async_nats::Client, DocumentClient) {
+    let client = async_nats::connect(nats.url()).await.expect("connect");
+    let docs = DocumentClient::new(client.clone(), module_token("billing"), "billing");
+    docs.ensure_collection(CollectionSpec::new("runs"))
+        .await
+        .expect("ensure");
+    (client, docs)
+}
+
 /// Our service on a nats-server of its own (`strict` namespaces or not),
 /// and a client of module `billing`, whose collection `runs` exists.
 pub(super) struct Billing {
@@ -55,11 +66,7 @@ impl Billing {
         let dir = tempfile::tempdir().expect("tempdir");
         let nats = NatsServer::start().await;
         let ours = OurServer::start(&nats.url(), dir.path(), strict).await;
-        let client = async_nats::connect(nats.url()).await.expect("connect");
-        let docs = DocumentClient::new(client.clone(), module_token("billing"), "billing");
-        docs.ensure_collection(CollectionSpec::new("runs"))
-            .await
-            .expect("ensure");
+        let (client, docs) = billing_client(&nats).await;
         Self {
             dir,
             nats,
@@ -85,11 +92,7 @@ impl ReferenceBilling {
         let dir = tempfile::tempdir().expect("tempdir");
         let nats = NatsServer::start().await;
         let reference = reference_server(&nats.url(), dir.path()).await;
-        let client = async_nats::connect(nats.url()).await.expect("connect");
-        let docs = DocumentClient::new(client.clone(), module_token("billing"), "billing");
-        docs.ensure_collection(CollectionSpec::new("runs"))
-            .await
-            .expect("ensure");
+        let (client, docs) = billing_client(&nats).await;
         Self {
             dir,
             nats,
