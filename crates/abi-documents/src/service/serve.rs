@@ -214,13 +214,16 @@ async fn request_loop<S: DocumentStore>(
                     None,
                     request.message.headers.as_ref(),
                 );
-                tracker.spawn(
+                // Boxed: the answer's future is several KiB, and a task
+                // holding it inline copies it whole when spawned, when
+                // placed in its cell and when finished.
+                tracker.spawn(Box::pin(
                     async move {
                         worker.answer(operation, request).await;
                         drop(permit);
                     }
                     .instrument(span),
-                );
+                ));
             }
         }
     }

@@ -83,10 +83,13 @@ pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsum
             };
             let (shared, job) = (shared.clone(), job.clone());
             let tasks = shared.stopping.work().clone();
-            tasks.spawn(async move {
+            // Boxed: a delivery's future is several KiB, and a task
+            // holding it inline copies it whole when spawned, when placed
+            // in its cell and when finished.
+            tasks.spawn(Box::pin(async move {
                 delivery::handle(&shared, &job, message).await;
                 drop(permit);
-            });
+            }));
         }
     }
 }
