@@ -180,8 +180,10 @@ impl<S: DocumentStore> Handler<S> {
             Op::Find => self.serve(request, Self::find).await,
             Op::Count => self.serve(request, Self::count).await,
             Op::Namespaces => self.serve(request, Self::namespaces).await,
-            Op::Batch => self.serve(request, Self::batch).await,
-            Op::PutMany => self.serve(request, Self::put_many).await,
+            // Boxed: these two hold several operations' futures at once,
+            // and inline they would size every request's task for them.
+            Op::Batch => Box::pin(self.serve(request, Self::batch)).await,
+            Op::PutMany => Box::pin(self.serve(request, Self::put_many)).await,
         }
     }
 
@@ -216,7 +218,8 @@ impl<S: DocumentStore> Handler<S> {
                     "This process cannot read overflowed requests",
                 );
             }
-            (Some(id), Some(host)) => match host.fetch(id, request.headers).await {
+            // Boxed: rare, and inline it would size every request's task.
+            (Some(id), Some(host)) => match Box::pin(host.fetch(id, request.headers)).await {
                 Ok(bytes) => {
                     uploaded = bytes;
                     &uploaded[..]

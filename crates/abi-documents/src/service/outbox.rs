@@ -51,7 +51,9 @@ impl<T> Outbox<T> {
         // empty and leads the next round.
         let replies =
             std::mem::take(&mut *self.waiting.lock().unwrap_or_else(PoisonError::into_inner));
-        publish(replies).await;
+        // Boxed: only the round's leader gets this far, and inline the
+        // publishing future would size every waiting reply's task for it.
+        Box::pin(publish(replies)).await;
     }
 }
 

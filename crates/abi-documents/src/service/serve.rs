@@ -5,6 +5,7 @@
 //! the `Abi-Error-Code` header, and a drain on shutdown that answers every
 //! request the broker routed here.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument as _;
@@ -248,19 +249,23 @@ impl<S: DocumentStore> Worker<S> {
             Some((decided, told)) => (Some(decided), Some(told)),
             None => (None, None),
         };
-        let handling = self.handler.handle(Request {
-            operation,
-            token,
-            upload: frame::uploaded_request(headers),
-            headers,
-            replies_overflow: overflow.is_some(),
-            body: &request.message.payload,
-            max_payload: (max_payload > 0).then_some(max_payload),
-            decided,
-        });
-        let mut answer = match told {
-            None => handling.await,
-            Some(told) => self.answer_telling(handling, told).await,
+        let mut answer = {
+            // Pinned here and lent to `answer_telling`, so the task holds
+            // one copy of the handler's future, dropped before the reply.
+            let handling = std::pin::pin!(self.handler.handle(Request {
+                operation,
+                token,
+                upload: frame::uploaded_request(headers),
+                headers,
+                replies_overflow: overflow.is_some(),
+                body: &request.message.payload,
+                max_payload: (max_payload > 0).then_some(max_payload),
+                decided,
+            }));
+            match told {
+                None => handling.await,
+                Some(told) => self.answer_telling(handling, told).await,
+            }
         };
         let mut reply_headers = HeaderMap::new();
         if max_payload > 0 && reply_size(&answer) > max_payload {
@@ -298,9 +303,15 @@ impl<S> Worker<S> {
     /// store tells it. A word told is always published, before the reply:
     /// a commit that fails at once may end `handling` in the same poll that
     /// first finds the word waiting.
-    async fn answer_telling(&self, handling: impl Future<Output = Answer>, told: Told) -> Answer {
+    ///
+    /// `handling` is borrowed, not moved: its future is the request task's
+    /// largest, and a second copy of it here would double the task's size.
+    async fn answer_telling(
+        &self,
+        mut handling: Pin<&mut impl Future<Output = Answer>>,
+        told: Told,
+    ) -> Answer {
         let Told { subject, mut word } = told;
-        tokio::pin!(handling);
         let answer = tokio::select! {
             biased;
             Ok(bytes) = &mut word => {
