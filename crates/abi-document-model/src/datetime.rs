@@ -61,6 +61,9 @@ impl Datetime {
     /// `Invalid isoformat string: '<text>'`, or `Document datetimes must be
     /// timezone-aware` when no offset is given.
     pub fn parse_iso(text: &str) -> Result<Self, DocumentError> {
+        if let Some(stored) = Self::parse_stored(text) {
+            return Ok(stored);
+        }
         let invalid = || {
             DocumentError::InvalidArgument(format!(
                 "Invalid isoformat string: {}",
@@ -84,6 +87,51 @@ impl Datetime {
             .ok()
             .and_then(Self::from_unix_micros)
             .ok_or_else(|| DocumentError::InvalidArgument("date value out of range".to_owned()))
+    }
+
+    /// The stored form, `YYYY-MM-DDTHH:MM:SS.ffffff+00:00` (what
+    /// [`Self::isoformat_micros`] writes and every read of a stored stamp
+    /// meets), read field by field. `None` for any other text and for a
+    /// field out of range: [`Self::parse_iso`]'s general path judges those,
+    /// with its messages.
+    fn parse_stored(text: &str) -> Option<Self> {
+        let b = text.as_bytes();
+        let shaped = b.len() == 32
+            && b[26..] == *b"+00:00"
+            && [
+                (4, b'-'),
+                (7, b'-'),
+                (10, b'T'),
+                (13, b':'),
+                (16, b':'),
+                (19, b'.'),
+            ]
+            .iter()
+            .all(|&(at, separator)| b[at] == separator);
+        if !shaped {
+            return None;
+        }
+        let number = |from: usize, to: usize| {
+            b[from..to].iter().try_fold(0_i64, |n, digit| {
+                digit
+                    .is_ascii_digit()
+                    .then(|| n * 10 + i64::from(digit - b'0'))
+            })
+        };
+        let (year, month, day) = (number(0, 4)?, number(5, 7)?, number(8, 10)?);
+        let (hour, minute, second) = (number(11, 13)?, number(14, 16)?, number(17, 19)?);
+        let micros = number(20, 26)?;
+        let in_range = (1..=9999).contains(&year)
+            && (1..=12).contains(&month)
+            && (1..=days_in_month(year, month)).contains(&day)
+            && hour <= 23
+            && minute <= 59
+            && second <= 59;
+        if !in_range {
+            return None;
+        }
+        let clock = ((hour * 60 + minute) * 60 + second) * 1_000_000 + micros;
+        Self::from_unix_micros(days_from_civil(year, month, day) * 86_400_000_000 + clock)
     }
 
     /// Python's `isoformat()` of the instant in UTC: the fraction only when
@@ -494,6 +542,53 @@ fn weekday_monday0(days: i64) -> i64 {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The stored form read field by field gives the general parser's
+    /// instant, across years, leap days and the ends of the range; texts
+    /// off the form, or with a field out of range, are left to the general
+    /// path (and its errors).
+    #[test]
+    fn stored_stamps_read_as_the_general_parser_reads_them() {
+        let general = |text: &str| {
+            let parsed = parse(text).ok()?;
+            let days = days_from_civil(parsed.year, parsed.month, parsed.day);
+            Datetime::from_unix_micros(
+                days * 86_400_000_000 + parsed.time_micros - parsed.offset_micros?,
+            )
+        };
+        let mut micros = MIN_MICROS;
+        let step = (MAX_MICROS - MIN_MICROS) / 997;
+        let mut stamps = vec![MAX_MICROS, 0, 951_782_400_000_000, 1_709_164_800_123_456];
+        while micros < MAX_MICROS {
+            stamps.push(micros);
+            micros += step;
+        }
+        for unix_micros in stamps {
+            let at = Datetime::from_unix_micros(unix_micros).unwrap();
+            let text = at.isoformat_micros();
+            assert_eq!(Datetime::parse_stored(&text), Some(at), "{text}");
+            assert_eq!(general(&text), Some(at), "{text}");
+        }
+        for other in [
+            "2026-12-07T11:00:00+00:00",
+            "2026-12-07T11:00:00.000000+01:00",
+            "2026-12-07 11:00:00.000000+00:00",
+            "2026-02-30T11:00:00.000000+00:00",
+            "2026-13-01T11:00:00.000000+00:00",
+            "0000-01-01T00:00:00.000000+00:00",
+            "2026-12-07T24:00:00.000000+00:00",
+            "2026-12-07T11:60:00.000000+00:00",
+            "2026-12-07T11:00:60.000000+00:00",
+            "2026-12-07T11:00:0x.000000+00:00",
+            "+026-12-07T11:00:00.000000+00:00",
+        ] {
+            assert_eq!(Datetime::parse_stored(other), None, "{other}");
+        }
+        assert_eq!(
+            Datetime::parse_iso("2026-02-30T11:00:00.000000+00:00").map_err(|e| e.to_string()),
+            Datetime::parse_iso("2026-02-30T11:00:00+00:00").map_err(|e| e.to_string()),
+        );
+    }
 
     fn iso(text: &str) -> String {
         match Datetime::parse_iso(text) {

@@ -17,7 +17,7 @@ mod json;
 mod repr;
 mod unprintable;
 
-pub use dumps::{dumps, dumps_default, json_string};
+pub use dumps::{dumps, dumps_default, json_string, write_json_string};
 pub use float::{exact_integer_text, python_repr, repr_integer_text};
 pub use json::{Json, JsonError, object_members, parse};
 pub use repr::python_str_repr;

@@ -2,6 +2,7 @@
 //! bodies of the custom SQLite functions.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use abi_document_model::Value;
 use base64::Engine;
@@ -105,7 +106,8 @@ fn integer_json(text: String) -> Json {
 struct Members {
     text: String,
     members: Vec<(String, std::ops::Range<usize>)>,
-    answers: Vec<(String, Option<String>)>,
+    /// Shared with SQLite's calls: an answer given again is not copied.
+    answers: Vec<(String, Option<Rc<str>>)>,
 }
 
 thread_local! {
@@ -123,7 +125,7 @@ thread_local! {
 /// # Errors
 ///
 /// When `raw` is not a JSON object.
-pub fn sqlite_field(raw: &str, key: &str) -> Result<Option<String>, String> {
+pub fn sqlite_field(raw: &str, key: &str) -> Result<Option<Rc<str>>, String> {
     sqlite_field_bytes(raw.as_bytes(), key)
 }
 
@@ -135,13 +137,13 @@ pub fn sqlite_field(raw: &str, key: &str) -> Result<Option<String>, String> {
 /// # Errors
 ///
 /// When `raw` is not UTF-8 or not a JSON object.
-pub fn sqlite_field_bytes(raw: &[u8], key: &str) -> Result<Option<String>, String> {
+pub fn sqlite_field_bytes(raw: &[u8], key: &str) -> Result<Option<Rc<str>>, String> {
     let utf8 = |raw| std::str::from_utf8(raw).map_err(|e| format!("document_field: {e}"));
     // A put evaluates this several times per indexed field (each index
     // expression), a find once per field per row, each time on the same
     // document: its members are found once and kept for the next call, and
     // only the member asked for is parsed, once.
-    let found = LAST_DOCUMENT.with(|last| -> Result<Option<Option<String>>, String> {
+    let found = LAST_DOCUMENT.with(|last| -> Result<Option<Option<Rc<str>>>, String> {
         let mut last = last.borrow_mut();
         if last
             .as_ref()
@@ -164,10 +166,10 @@ pub fn sqlite_field_bytes(raw: &[u8], key: &str) -> Result<Option<String>, Strin
         }
         let answer = match known.members.iter().rev().find(|(k, _)| k == key) {
             None => None,
-            Some((_, at)) => Some(dumps(
+            Some((_, at)) => Some(Rc::from(dumps(
                 &json::parse(&known.text[at.clone()])
                     .map_err(|e| format!("document_field: {e}"))?,
-            )),
+            ))),
         };
         known.answers.push((key.to_owned(), answer.clone()));
         Ok(Some(answer))
@@ -177,7 +179,7 @@ pub fn sqlite_field_bytes(raw: &[u8], key: &str) -> Result<Option<String>, Strin
     }
     // Not a JSON object: the full parse says why, as it always did.
     match json::parse(utf8(raw)?) {
-        Ok(Json::Object(mut members)) => Ok(members.remove(key).map(|v| dumps(&v))),
+        Ok(Json::Object(mut members)) => Ok(members.remove(key).map(|v| Rc::from(dumps(&v)))),
         Ok(_) => Err("document_field: stored data is not an object".to_owned()),
         Err(e) => Err(format!("document_field: {e}")),
     }
@@ -275,14 +277,14 @@ mod tests {
     fn a_field_reads_as_the_whole_parse_reads_it() {
         let stored = r#"{"status": "RUNNING", "n": 1.5, "nested": {"status": "x"}, "$$t": [1, 2]}"#;
         let whole = |key: &str| match json::parse(stored) {
-            Ok(Json::Object(mut members)) => members.remove(key).map(|v| dumps(&v)),
+            Ok(Json::Object(mut members)) => members.remove(key).map(|v| Rc::from(dumps(&v))),
             _ => None,
         };
         let other = r#"{"status": "FAILED"}"#;
         for key in ["status", "n", "nested", "$$t", "missing"] {
             assert_eq!(sqlite_field(stored, key), Ok(whole(key)), "{key}");
             // The document kept is the one asked about, never the last one.
-            let expected = (key == "status").then(|| "\"FAILED\"".to_owned());
+            let expected = (key == "status").then(|| Rc::from("\"FAILED\""));
             assert_eq!(sqlite_field(other, key), Ok(expected), "{key} of another");
         }
         assert_eq!(sqlite_field(stored, "status"), Ok(whole("status")));
@@ -305,15 +307,15 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(
                 sqlite_field_bytes(stored, "status"),
-                Ok(Some("\"RUNNING\"".to_owned()))
+                Ok(Some(Rc::from("\"RUNNING\"")))
             );
-            assert_eq!(sqlite_field_bytes(stored, "n"), Ok(Some("3".to_owned())));
+            assert_eq!(sqlite_field_bytes(stored, "n"), Ok(Some(Rc::from("3"))));
             assert_eq!(sqlite_field_bytes(stored, "gone"), Ok(None));
         }
         let other = br#"{"status": "SUCCEEDED"}"#;
         assert_eq!(
             sqlite_field_bytes(other, "status"),
-            Ok(Some("\"SUCCEEDED\"".to_owned()))
+            Ok(Some(Rc::from("\"SUCCEEDED\"")))
         );
         assert!(
             sqlite_field_bytes(b"{\"a\": \"\xff\"}", "a")

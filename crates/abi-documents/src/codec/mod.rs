@@ -17,4 +17,7 @@ pub use keys::{
     sqlite_field_bytes, sqlite_json_key, sqlite_legacy_json_key, sqlite_numeric_text,
     value_json_key, value_sort_parts,
 };
-pub use storage::{PAYLOAD, TAG, as_stored, decode, decode_data, encode, encode_data, storage_key};
+pub use storage::{
+    PAYLOAD, TAG, as_stored, decode, decode_data, encode, encode_data, storage_key, stored_text,
+    stored_value_text,
+};

@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use abi_document_model::{Data, Datetime, DocumentError, Value};
 use base64::Engine;
 
-use abi_pyjson::Json;
+use std::fmt::Write as _;
+
 use abi_pyjson::repr_integer_text;
+use abi_pyjson::{Json, python_repr, write_json_string};
 
 /// The tag key of an encoded datetime or bytes value.
 pub const TAG: &str = "$t";
@@ -52,6 +54,89 @@ pub fn encode_data(data: &Data) -> Json {
             .map(|(key, item)| (storage_key(key), encode(item)))
             .collect(),
     )
+}
+
+/// `dumps(&encode_data(data))`, the stored JSON text of a document's data,
+/// written straight from the values: no [`Json`] tree in between, whose
+/// strings and maps a put would copy and then drop.
+pub fn stored_text(data: &Data) -> String {
+    let mut out = String::with_capacity(STORED_TEXT_CAPACITY);
+    write_data(&mut out, data);
+    out
+}
+
+/// `dumps(&encode(value))`: [`stored_text`] of one value.
+pub fn stored_value_text(value: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, value);
+    out
+}
+
+/// Bytes a stored text starts with room for: a run record's fits.
+const STORED_TEXT_CAPACITY: usize = 256;
+
+fn write_data(out: &mut String, data: &Data) {
+    out.push('{');
+    // Escaping a key keeps its place: keys starting with `$` all gain one,
+    // which leaves their order among themselves and against the others as
+    // it was, so `data`'s order is the sorted order of the stored keys.
+    for (i, (key, item)) in data.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        if key.starts_with('$') {
+            write_json_string(out, &format!("${key}"));
+        } else {
+            write_json_string(out, key);
+        }
+        out.push(':');
+        write_value(out, item);
+    }
+    out.push('}');
+}
+
+fn write_value(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Int(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::Float(x) if *x == 0.0 => out.push_str(&python_repr(0.0)),
+        Value::Float(x) => out.push_str(&python_repr(*x)),
+        Value::String(s) => write_json_string(out, s),
+        Value::Bytes(bytes) => write_tagged(
+            out,
+            "bytes",
+            &base64::engine::general_purpose::STANDARD.encode(bytes),
+        ),
+        Value::Datetime(at) => write_tagged(out, "datetime", &at.isoformat_micros()),
+        Value::List(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(data) => write_data(out, data),
+    }
+}
+
+/// `{"$t":<tag>,"$v":<payload>}` ([`TAG`] sorts before [`PAYLOAD`]).
+fn write_tagged(out: &mut String, tag: &str, payload: &str) {
+    out.push('{');
+    write_json_string(out, TAG);
+    out.push(':');
+    write_json_string(out, tag);
+    out.push(',');
+    write_json_string(out, PAYLOAD);
+    out.push(':');
+    write_json_string(out, payload);
+    out.push('}');
 }
 
 fn tagged(tag: &str, payload: String) -> Json {
@@ -173,15 +258,20 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn as_stored_is_the_json_round_trip() {
+    /// Values of every kind, with escaped and unusual keys, floats the
+    /// store rewrites and nesting.
+    fn sample_values() -> Vec<Value> {
         let at = Datetime::from_unix_micros(1_700_000_000_123_456).expect("in range");
         let nested = Data::from([
             ("$t".to_owned(), Value::from("datetime")),
             ("$$v".to_owned(), Value::Float(-0.0)),
             ("big".to_owned(), Value::Float(1.0000000000000001e18)),
+            ("#".to_owned(), Value::Int(1)),
+            ("%".to_owned(), Value::Int(2)),
+            ("".to_owned(), Value::Null),
+            ("é".to_owned(), Value::Bool(false)),
         ]);
-        let values = [
+        vec![
             Value::Null,
             Value::Bool(true),
             Value::Int(i64::MIN),
@@ -194,9 +284,39 @@ mod tests {
             Value::Bytes(vec![0, 255, 10]),
             Value::Datetime(at),
             Value::List(vec![Value::Float(-0.0), Value::Object(nested.clone())]),
+            Value::List(Vec::new()),
+            Value::Object(Data::new()),
             Value::Object(nested),
-        ];
-        for (n, value) in values.into_iter().enumerate() {
+        ]
+    }
+
+    /// The text written straight from the values is the text of the JSON
+    /// tree, for every kind of value, escaped keys and nesting included.
+    #[test]
+    fn stored_text_is_dumps_of_encode() {
+        for (n, value) in sample_values().into_iter().enumerate() {
+            assert_eq!(
+                stored_value_text(&value),
+                abi_pyjson::dumps(&encode(&value)),
+                "value {n}"
+            );
+            let data = Data::from([
+                (format!("k{n}"), value.clone()),
+                ("$x".to_owned(), value.clone()),
+                ("$".to_owned(), value.clone()),
+                ("#".to_owned(), value),
+            ]);
+            assert_eq!(
+                stored_text(&data),
+                abi_pyjson::dumps(&encode_data(&data)),
+                "row {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn as_stored_is_the_json_round_trip() {
+        for (n, value) in sample_values().into_iter().enumerate() {
             let data = Data::from([(format!("k{n}"), value.clone()), ("$x".to_owned(), value)]);
             let text = abi_pyjson::dumps_default(&encode_data(&data));
             let read_back =

@@ -5,7 +5,8 @@ use abi_document_model::{DocumentError, Predicate, Value};
 use super::Compiler;
 use super::params::{Params, SqlParam};
 use crate::codec::{
-    ValueKind, dumps, encode, number_text, storage_key, value_json_key, value_sort_parts,
+    ValueKind, dumps, encode, number_text, storage_key, stored_value_text, value_json_key,
+    value_sort_parts,
 };
 
 /// The portable `ORDER BY` expressions of one field: kind rank, numeric
@@ -142,7 +143,7 @@ impl Compiler<'_> {
     /// `true != 1`, objects unordered, arrays ordered).
     fn equal(&self, expression: &str, value: &Value, params: &mut Params) -> String {
         if self.pg() {
-            let raw = dumps(&encode(value));
+            let raw = stored_value_text(value);
             let p = params.bind(SqlParam::Json(raw));
             return format!("COALESCE({expression} = CAST({p} AS JSONB), FALSE)");
         }

@@ -18,7 +18,9 @@ pub use find::{DOCUMENT_OVERHEAD, FindPlan, within_budget};
 pub use index::IndexKey;
 pub use params::{Params, SqlParam, Statement};
 pub use spec::{merge_spec, parse_spec, spec_json};
-pub use statements::{CatalogLock, DOCUMENT_COLUMNS, PutRow};
+pub use statements::{
+    CatalogLock, DOCUMENT_COLUMNS, PutRow, PutShape, PutSlot, PutTemplate, PutValue,
+};
 
 use abi_document_model::DocumentError;
 

@@ -44,10 +44,91 @@ pub struct PutRow<'a> {
     pub if_version: Option<i64>,
 }
 
+impl<'a> PutRow<'a> {
+    /// The value `slot` stands for in this row.
+    pub fn value(&self, slot: PutSlot) -> PutValue<'a> {
+        match slot {
+            PutSlot::Namespace => PutValue::Text(self.namespace),
+            PutSlot::Collection => PutValue::Text(self.collection),
+            PutSlot::Id => PutValue::Text(self.id),
+            PutSlot::Data => PutValue::Text(self.raw),
+            PutSlot::Now => PutValue::Text(self.now),
+            PutSlot::Version => PutValue::Int(self.if_version.unwrap_or_default()),
+        }
+    }
+}
+
+/// Which statement a put is, by its `if_version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutShape {
+    /// `None` (or a negative version, which validation refuses first):
+    /// insert, or update whatever version is there.
+    Upsert,
+    /// `Some(0)`: insert only.
+    Create,
+    /// `Some(n)`, `n > 0`: update version `n` only.
+    Update,
+}
+
+impl PutShape {
+    /// Every shape, in [`PutShape::index`] order.
+    pub const ALL: [Self; 3] = [Self::Upsert, Self::Create, Self::Update];
+
+    /// The shape of a put with `if_version`.
+    pub fn of(if_version: Option<i64>) -> Self {
+        match if_version {
+            Some(0) => Self::Create,
+            Some(version) if version > 0 => Self::Update,
+            _ => Self::Upsert,
+        }
+    }
+
+    /// This shape's place in [`PutShape::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What one placeholder of a put's text stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutSlot {
+    /// [`PutRow::namespace`].
+    Namespace,
+    /// [`PutRow::collection`].
+    Collection,
+    /// [`PutRow::id`].
+    Id,
+    /// [`PutRow::raw`].
+    Data,
+    /// [`PutRow::now`].
+    Now,
+    /// [`PutRow::if_version`] (only bound when it is a version to match).
+    Version,
+}
+
+/// A row's value for one [`PutSlot`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutValue<'a> {
+    /// A text (the stored JSON is one too).
+    Text(&'a str),
+    /// An integer.
+    Int(i64),
+}
+
+/// A put's SQL text for one shape of `if_version`, and its placeholders in
+/// order ([`Compiler::put_template`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutTemplate {
+    /// The SQL text.
+    pub sql: String,
+    /// What each placeholder stands for, in order.
+    pub slots: Vec<PutSlot>,
+}
+
 /// What an insert does when the document exists: nothing for a create-only
 /// put (`if_version` 0), else an upsert one version up.
-fn on_conflict(if_version: Option<i64>) -> &'static str {
-    if if_version == Some(0) {
+fn on_conflict(shape: PutShape) -> &'static str {
+    if shape == PutShape::Create {
         "DO NOTHING"
     } else {
         "DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at, version = current.version + 1"
@@ -189,47 +270,75 @@ impl Compiler<'_> {
     /// and [`Compiler::select_stamps`] reads the stamps when the write did
     /// not fix them.
     pub fn put(&self, row: &PutRow<'_>) -> Statement {
-        let PutRow {
-            namespace,
-            collection,
-            id,
-            raw,
-            now,
+        self.put_bound(row, &mut Vec::new())
+    }
+
+    /// [`Compiler::put`]'s text for puts of `shape`, and what each
+    /// placeholder stands for: a backend that keeps the text (it depends on
+    /// the shape only) binds a row's values by reference with
+    /// [`PutRow::value`], without building the text and its values again.
+    pub fn put_template(&self, shape: PutShape) -> PutTemplate {
+        let if_version = match shape {
+            PutShape::Upsert => None,
+            PutShape::Create => Some(0),
+            PutShape::Update => Some(1),
+        };
+        let row = PutRow {
+            namespace: "",
+            collection: "",
+            id: "",
+            raw: "",
+            now: "",
             if_version,
-        } = *row;
+        };
+        let mut slots = Vec::new();
+        let sql = self.put_bound(&row, &mut slots).sql;
+        PutTemplate { sql, slots }
+    }
+
+    /// [`Compiler::put`], noting in `slots` what each bound value is.
+    fn put_bound(&self, row: &PutRow<'_>, slots: &mut Vec<PutSlot>) -> Statement {
         let mut p = self.params();
-        let json = |p: &mut super::Params| {
-            let placeholder = p.bind(SqlParam::Json(raw.to_owned()));
+        let mut bind = |slot: PutSlot| {
+            slots.push(slot);
+            p.bind(match row.value(slot) {
+                PutValue::Text(value) if slot == PutSlot::Data => SqlParam::Json(value.to_owned()),
+                PutValue::Text(value) => text(value),
+                PutValue::Int(value) => SqlParam::Int(value),
+            })
+        };
+        let json = |placeholder: String| {
             if self.pg() {
                 format!("CAST({placeholder} AS JSONB)")
             } else {
                 placeholder
             }
         };
-        let mut sql = match if_version {
-            Some(version) if version > 0 => {
-                let data = json(&mut p);
+        let shape = PutShape::of(row.if_version);
+        let mut sql = match shape {
+            PutShape::Update => {
+                let data = json(bind(PutSlot::Data));
                 let (updated, a, b, c, v) = (
-                    p.bind(text(now)),
-                    p.bind(text(namespace)),
-                    p.bind(text(collection)),
-                    p.bind(text(id)),
-                    p.bind(SqlParam::Int(version)),
+                    bind(PutSlot::Now),
+                    bind(PutSlot::Namespace),
+                    bind(PutSlot::Collection),
+                    bind(PutSlot::Id),
+                    bind(PutSlot::Version),
                 );
                 format!(
                     "UPDATE {} SET data = {data}, updated_at = {updated}, version = version + 1 WHERE namespace = {a} AND collection = {b} AND id = {c} AND version = {v}",
                     self.documents
                 )
             }
-            _ => {
+            PutShape::Create | PutShape::Upsert => {
                 let (a, b, c) = (
-                    p.bind(text(namespace)),
-                    p.bind(text(collection)),
-                    p.bind(text(id)),
+                    bind(PutSlot::Namespace),
+                    bind(PutSlot::Collection),
+                    bind(PutSlot::Id),
                 );
-                let data = json(&mut p);
-                let (created, updated) = (p.bind(text(now)), p.bind(text(now)));
-                let conflict = on_conflict(if_version);
+                let data = json(bind(PutSlot::Data));
+                let (created, updated) = (bind(PutSlot::Now), bind(PutSlot::Now));
+                let conflict = on_conflict(shape);
                 format!(
                     "INSERT INTO {} AS current (namespace, collection, id, data, created_at, updated_at, version) VALUES ({a}, {b}, {c}, {data}, {created}, {updated}, 1) ON CONFLICT (namespace, collection, id) {conflict}",
                     self.documents
@@ -288,7 +397,7 @@ impl Compiler<'_> {
                 )
             }
             _ => {
-                let conflict = on_conflict(if_version);
+                let conflict = on_conflict(PutShape::of(if_version));
                 format!(
                     "INSERT INTO {} AS current (namespace, collection, id, data, created_at, updated_at, version) SELECT CAST({c} AS TEXT), CAST({d} AS TEXT), CAST({e} AS TEXT), {data}, {now}, {now}, 1 FROM catalog WHERE catalog.spec = {wanted} ON CONFLICT (namespace, collection, id) {conflict}",
                     self.documents
@@ -306,6 +415,46 @@ impl Compiler<'_> {
     /// One document's row.
     pub fn get(&self, namespace: &str, collection: &str, id: &str) -> Statement {
         self.select_one(DOCUMENT_COLUMNS, namespace, collection, id)
+    }
+
+    /// A get in one statement, which reads one snapshot with no transaction
+    /// around it: one row when the document exists, whether its collection
+    /// is declared (1, or NULL) and then [`DOCUMENT_COLUMNS`]; no row when
+    /// it does not ([`Compiler::declared`] then tells which answer). The
+    /// placeholders are numbered, so the text does not depend on the values
+    /// and can be kept: 1 is the namespace, 2 the collection, 3 the id.
+    ///
+    /// One table in `FROM`, matched on its whole primary key: SQLite then
+    /// plans the lookup without weighing the collections' partial indexes.
+    /// A join would weigh them against the bound namespace, and SQLite
+    /// prepares such a statement again whenever that value is bound anew.
+    pub fn get_with_catalog(&self) -> String {
+        let (namespace, collection, id) = (self.numbered(1), self.numbered(2), self.numbered(3));
+        format!(
+            "SELECT ({}), {DOCUMENT_COLUMNS} FROM {} WHERE namespace = {namespace} AND collection = {collection} AND id = {id}",
+            self.declared(),
+            self.documents
+        )
+    }
+
+    /// One row (1) when the collection is declared, none when not; numbered
+    /// placeholders: 1 is the namespace, 2 the collection.
+    pub fn declared(&self) -> String {
+        format!(
+            "SELECT 1 FROM {} WHERE namespace = {} AND name = {}",
+            self.collections,
+            self.numbered(1),
+            self.numbered(2)
+        )
+    }
+
+    /// The `n`th numbered placeholder of this dialect.
+    fn numbered(&self, n: usize) -> String {
+        if self.pg() {
+            format!("${n}")
+        } else {
+            format!("?{n}")
+        }
     }
 
     /// `columns` of one document.
@@ -374,5 +523,63 @@ impl Compiler<'_> {
             ),
             p,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::{Dialect, QuoteLiteral};
+
+    struct NoQuote;
+
+    impl QuoteLiteral for NoQuote {
+        fn quote_literal(&self, value: &str) -> Result<String, DocumentError> {
+            Ok(format!("'{value}'"))
+        }
+    }
+
+    /// A kept template, bound from a row by its slots, is the statement
+    /// [`Compiler::put`] builds for that row: same text, same values in the
+    /// same order, for every shape of `if_version` and both dialects.
+    #[test]
+    fn a_put_template_bound_from_a_row_is_the_put() {
+        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+            let compiler = Compiler::new(dialect, &NoQuote, "docs", "cols");
+            for (if_version, shape) in [
+                (None, PutShape::Upsert),
+                (Some(-3), PutShape::Upsert),
+                (Some(0), PutShape::Create),
+                (Some(1), PutShape::Update),
+                (Some(42), PutShape::Update),
+            ] {
+                assert_eq!(PutShape::of(if_version), shape);
+                assert_eq!(PutShape::ALL[shape.index()], shape);
+                let row = PutRow {
+                    namespace: "ns",
+                    collection: "runs",
+                    id: "r1",
+                    raw: r#"{"a":1}"#,
+                    now: "2026-12-07T11:00:00.000000+00:00",
+                    if_version,
+                };
+                let built = compiler.put(&row);
+                let template = compiler.put_template(shape);
+                assert_eq!(template.sql, built.sql, "{dialect:?} {if_version:?}");
+                let bound: Vec<PutValue<'_>> =
+                    template.slots.iter().map(|slot| row.value(*slot)).collect();
+                let expected: Vec<PutValue<'_>> = built
+                    .params
+                    .iter()
+                    .map(|param| match param {
+                        SqlParam::Int(n) => PutValue::Int(*n),
+                        SqlParam::Text(s) | SqlParam::Json(s) | SqlParam::Numeric(s) => {
+                            PutValue::Text(s)
+                        }
+                    })
+                    .collect();
+                assert_eq!(bound, expected, "{dialect:?} {if_version:?}");
+            }
+        }
     }
 }

@@ -49,7 +49,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use crate::codec::{decode_data, dumps, encode_data, parse};
+use crate::codec::{decode_data, parse, stored_text};
 use crate::sql::{
     CatalogLock, Compiler, Dialect, PutRow, QuoteLiteral, Statement, merge_spec, parse_spec,
     spec_json, within_budget,
@@ -465,7 +465,7 @@ impl PostgresStore {
                     .require_collection(tx, namespace, collection, CatalogLock::Share)
                     .await?;
                 validate_data(data, Some(&spec))?;
-                let raw = dumps(&encode_data(data));
+                let raw = stored_text(data);
                 let now = Datetime::now().isoformat_micros();
                 let put = PutRow {
                     namespace,
@@ -698,7 +698,7 @@ impl DocumentStore for PostgresStore {
         validate_version(if_version)?;
         validate_name(namespace)?;
         validate_name(collection)?;
-        let raw = dumps(&encode_data(&data));
+        let raw = stored_text(&data);
         let now = Datetime::now().isoformat_micros();
         let put = PutRow {
             namespace,

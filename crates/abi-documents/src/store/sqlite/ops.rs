@@ -12,10 +12,10 @@ use rusqlite::{Connection, OptionalExtension, Row, ToSql};
 
 use super::connection::{COLLECTIONS_TABLE, DOCUMENTS_TABLE, SqliteQuote};
 use super::error::Translate;
-use crate::codec::{as_stored, decode_data, dumps, encode_data, parse};
+use crate::codec::{as_stored, decode_data, parse};
 use crate::sql::{
-    CatalogLock, Compiler, Dialect, FindPlan, PutRow, SqlParam, Statement, merge_spec, parse_spec,
-    spec_json, within_budget,
+    CatalogLock, Compiler, Dialect, FindPlan, PutRow, PutShape, PutTemplate, PutValue, SqlParam,
+    Statement, merge_spec, parse_spec, spec_json, within_budget,
 };
 
 /// What every connection of one store shares: the literal quoting and the
@@ -23,6 +23,13 @@ use crate::sql::{
 #[derive(Debug)]
 pub struct Shared {
     quote: SqliteQuote,
+    /// A put's SQL text per [`PutShape`] (in [`PutShape::ALL`] order),
+    /// built once: a put binds its row's values to it by reference.
+    put_templates: [PutTemplate; 3],
+    /// [`Compiler::get_with_catalog`], built once.
+    get_sql: String,
+    /// [`Compiler::declared`], built once.
+    declared_sql: String,
     /// Parsed specs by their stored text, shared (a put only reads one).
     specs: Mutex<HashMap<String, Arc<CollectionSpec>>>,
 }
@@ -83,6 +90,18 @@ impl ToSql for Param<'_> {
     }
 }
 
+/// A put row's value, bound by reference.
+struct RowValue<'a>(PutValue<'a>);
+
+impl ToSql for RowValue<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self.0 {
+            PutValue::Int(n) => ToSqlOutput::Borrowed(ValueRef::Integer(n)),
+            PutValue::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+        })
+    }
+}
+
 fn bound(statement: &Statement) -> impl rusqlite::Params + '_ {
     rusqlite::params_from_iter(statement.params.iter().map(Param))
 }
@@ -93,26 +112,27 @@ fn stored_error() -> DocumentError {
 
 /// A document from a row of [`crate::sql::DOCUMENT_COLUMNS`].
 fn document(row: &Row<'_>) -> rusqlite::Result<Result<Document, DocumentError>> {
-    let id: String = row.get(0)?;
-    let raw: String = row.get(1)?;
-    let created: String = row.get(2)?;
-    let updated: String = row.get(3)?;
-    let version: i64 = row.get(4)?;
+    document_at(row, 0)
+}
+
+/// A document from [`crate::sql::DOCUMENT_COLUMNS`] starting at column `first`.
+fn document_at(row: &Row<'_>, first: usize) -> rusqlite::Result<Result<Document, DocumentError>> {
+    let id: String = row.get(first)?;
+    // The texts only parsed are borrowed from the row, not copied.
+    let raw = row.get_ref(first + 1)?.as_str()?;
+    let created = row.get_ref(first + 2)?.as_str()?;
+    let updated = row.get_ref(first + 3)?.as_str()?;
+    let version: i64 = row.get(first + 4)?;
     Ok((|| {
-        let data = decode_data(&parse(&raw).map_err(|_| stored_error())?)?;
+        let data = decode_data(&parse(raw).map_err(|_| stored_error())?)?;
         Ok(Document {
             id,
             data,
-            created_at: Datetime::parse_iso(&created).map_err(|_| stored_error())?,
-            updated_at: Datetime::parse_iso(&updated).map_err(|_| stored_error())?,
+            created_at: Datetime::parse_iso(created).map_err(|_| stored_error())?,
+            updated_at: Datetime::parse_iso(updated).map_err(|_| stored_error())?,
             version,
         })
     })())
-}
-
-/// The JSON a document's data is stored as.
-pub fn stored_json(data: &Data) -> String {
-    dumps(&encode_data(data))
 }
 
 /// A put's stamps from a row of [`crate::sql::statements::PUT_STAMP_COLUMNS`].
@@ -127,8 +147,18 @@ impl Shared {
     ///
     /// When SQLite cannot open the quoter's connection.
     pub fn new() -> Result<Self, DocumentError> {
+        let quote = SqliteQuote::new()?;
+        let put_templates = PutShape::ALL.map(|shape| {
+            Compiler::new(Dialect::Sqlite, &quote, DOCUMENTS_TABLE, COLLECTIONS_TABLE)
+                .put_template(shape)
+        });
+        let compiler = Compiler::new(Dialect::Sqlite, &quote, DOCUMENTS_TABLE, COLLECTIONS_TABLE);
+        let (get_sql, declared_sql) = (compiler.get_with_catalog(), compiler.declared());
         Ok(Self {
-            quote: SqliteQuote::new()?,
+            quote,
+            put_templates,
+            get_sql,
+            declared_sql,
             specs: Mutex::new(HashMap::new()),
         })
     }
@@ -279,7 +309,7 @@ impl Shared {
     }
 
     /// Writes a document (names and version already checked) whose stored
-    /// JSON, [`stored_json`] of `data`, is `raw`.
+    /// JSON, [`crate::codec::stored_text`] of `data`, is `raw`.
     ///
     /// # Errors
     ///
@@ -301,18 +331,19 @@ impl Shared {
         validate_data(&data, Some(&spec))?;
         let now = Datetime::now();
         let stamp = now.isoformat_micros();
-        let sql = self.compiler();
-        let statement = sql.put(&PutRow {
+        let row = PutRow {
             namespace,
             collection,
             id,
             raw,
             now: &stamp,
             if_version,
-        });
+        };
+        let template = &self.put_templates[PutShape::of(if_version).index()];
+        let values = template.slots.iter().map(|slot| RowValue(row.value(*slot)));
         let written = conn
-            .prepare_cached(&statement.sql)
-            .and_then(|mut s| s.execute(bound(&statement)))
+            .prepare_cached(&template.sql)
+            .and_then(|mut s| s.execute(rusqlite::params_from_iter(values)))
             .translated()?;
         if written == 0 {
             return Err(DocumentError::VersionConflict(format!(
@@ -324,7 +355,7 @@ impl Shared {
             // A create: the stamps are the ones just written.
             (now, now, 1)
         } else {
-            let select = sql.select_stamps(namespace, collection, id);
+            let select = self.compiler().select_stamps(namespace, collection, id);
             let (created, updated, version) = conn
                 .prepare_cached(&select.sql)
                 .and_then(|mut s| s.query_row(bound(&select), put_stamps))
@@ -373,7 +404,12 @@ impl Shared {
         Ok(())
     }
 
-    /// Reads a document (id already checked).
+    /// Reads a document (id already checked) in one statement, which needs
+    /// no transaction around it for one snapshot of the catalog and the
+    /// document ([`super::readers::Readers::read_now`]). When there is no
+    /// such document a second statement tells whether the collection is
+    /// declared: a drop or declare in between makes either answer possible,
+    /// as it would a moment earlier or later.
     ///
     /// # Errors
     ///
@@ -385,17 +421,39 @@ impl Shared {
         collection: &str,
         id: &str,
     ) -> Result<Document, DocumentError> {
-        self.require_collection(conn, namespace, collection)?;
-        let statement = self.compiler().get(namespace, collection, id);
-        let row = conn
-            .prepare_cached(&statement.sql)
-            .and_then(|mut s| s.query_row(bound(&statement), document).optional())
+        validate_name(namespace)?;
+        validate_name(collection)?;
+        let undeclared = || {
+            DocumentError::CollectionNotFound(format!(
+                "Collection {namespace}.{collection} does not exist"
+            ))
+        };
+        let found = conn
+            .prepare_cached(&self.get_sql)
+            .and_then(|mut s| {
+                s.query_row(rusqlite::params![namespace, collection, id], |row| {
+                    if row.get_ref(0)? == ValueRef::Null {
+                        return Ok(Err(undeclared()));
+                    }
+                    document_at(row, 1)
+                })
+                .optional()
+            })
             .translated()?;
-        row.unwrap_or_else(|| {
+        if let Some(found) = found {
+            return found;
+        }
+        let declared = conn
+            .prepare_cached(&self.declared_sql)
+            .and_then(|mut s| s.exists(rusqlite::params![namespace, collection]))
+            .translated()?;
+        if declared {
             Err(DocumentError::DocumentNotFound(format!(
                 "Document {collection}/{id} does not exist"
             )))
-        })
+        } else {
+            Err(undeclared())
+        }
     }
 
     /// The sorted names of a namespace's collections (namespace checked).
@@ -557,4 +615,82 @@ pub fn count_statement(
         abi_document_model::query::DEFAULT_FIND_LIMIT,
     )?;
     shared.compiler().count(namespace, collection, where_)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::time::Duration;
+
+    use abi_document_model::{FieldSpec, Value};
+    use rusqlite::StatementStatus;
+
+    use super::*;
+    use crate::codec::stored_text;
+    use crate::store::sqlite::connection;
+
+    /// The kept statements of a get and of each put shape run as prepared:
+    /// binding another namespace, collection or id does not make SQLite
+    /// prepare them again, though the collections have partial indexes on
+    /// the namespace (a get written as a join was prepared anew on every
+    /// call).
+    #[test]
+    fn gets_and_puts_are_not_prepared_again_for_new_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = connection::open(&dir.path().join("d.sqlite"), Duration::from_secs(1)).unwrap();
+        connection::initialize(&conn).unwrap();
+        let shared = Shared::new().unwrap();
+        let spec = CollectionSpec::new("runs")
+            .field(FieldSpec::new("status", "string").indexed())
+            .field(FieldSpec::new("n", "int").indexed());
+        for namespace in ["one", "two"] {
+            shared.ensure_collection(&conn, namespace, &spec).unwrap();
+        }
+        let mut specs = TransactionSpecs::default();
+        for (n, namespace) in ["one", "two", "one", "two"].into_iter().enumerate() {
+            let id = format!("r{n}");
+            let data = Data::from([
+                ("status".to_owned(), Value::from("RUNNING")),
+                ("n".to_owned(), Value::Int(i64::try_from(n).unwrap())),
+            ]);
+            let raw = stored_text(&data);
+            for if_version in [Some(0), Some(1), None] {
+                shared
+                    .put(
+                        &conn,
+                        &mut specs,
+                        namespace,
+                        "runs",
+                        &id,
+                        data.clone(),
+                        &raw,
+                        if_version,
+                    )
+                    .unwrap();
+            }
+            assert_eq!(
+                shared.get(&conn, namespace, "runs", &id).unwrap().version,
+                3
+            );
+            assert!(matches!(
+                shared.get(&conn, namespace, "runs", "missing"),
+                Err(DocumentError::DocumentNotFound(_))
+            ));
+            assert!(matches!(
+                shared.get(&conn, namespace, "other", &id),
+                Err(DocumentError::CollectionNotFound(_))
+            ));
+        }
+        let kept = shared
+            .put_templates
+            .iter()
+            .map(|template| template.sql.as_str())
+            .chain([shared.get_sql.as_str(), shared.declared_sql.as_str()]);
+        for sql in kept {
+            let statement = conn.prepare_cached(sql).unwrap();
+            assert!(statement.get_status(StatementStatus::Run) >= 4, "{sql}");
+            assert_eq!(statement.get_status(StatementStatus::RePrepare), 0, "{sql}");
+        }
+    }
 }

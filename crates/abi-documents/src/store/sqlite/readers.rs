@@ -1,5 +1,5 @@
 //! Read connections: a few, each used by one blocking task at a time, each
-//! read in its own read transaction (one snapshot per operation).
+//! read on one snapshot: a transaction of its own, or a single statement.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -71,12 +71,14 @@ impl Readers {
         task.await.map_err(|_| closed())?
     }
 
-    /// Runs `read` in a read transaction at once, on the calling thread
-    /// (the runtime's), on a connection that never waits for a lock: a point
+    /// Runs `read`, a single statement, at once on the calling thread (the
+    /// runtime's), on a connection that never waits for a lock: a point
     /// read of pages in the cache costs less than the two thread hops of
-    /// [`Readers::read`]. `None` when it failed on storage (a lock held by
-    /// another process, say; a read changes nothing, so it can be repeated):
-    /// the caller then reads through [`Readers::read`], which waits.
+    /// [`Readers::read`]. SQLite runs one statement on one snapshot by
+    /// itself, so no `BEGIN` and `COMMIT` surround it. `None` when it failed
+    /// on storage (a lock held by another process, say; a read changes
+    /// nothing, so it can be repeated): the caller then reads through
+    /// [`Readers::read`], which waits.
     pub fn read_now<T>(
         &self,
         read: impl FnOnce(&Connection, &Shared) -> Result<T, DocumentError>,
@@ -86,7 +88,7 @@ impl Readers {
             Some(conn) => conn,
             None => connection::open(&self.path, Duration::ZERO).ok()?,
         };
-        let result = in_read_transaction(&conn, |c| read(c, &self.shared));
+        let result = read(&conn, &self.shared);
         if let Ok(mut idle) = self.inline.lock() {
             idle.push(conn);
         }

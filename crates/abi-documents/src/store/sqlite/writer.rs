@@ -51,7 +51,7 @@ pub enum WriteOp {
 pub struct Prepared {
     /// The write.
     pub write: Write,
-    /// A put's data as stored ([`super::ops::stored_json`]); empty for a
+    /// A put's data as stored ([`crate::codec::stored_text`]); empty for a
     /// delete.
     pub raw: String,
 }
@@ -60,7 +60,7 @@ impl Prepared {
     /// `write` with its stored JSON.
     pub fn new(write: Write) -> Self {
         let raw = match &write {
-            Write::Put { data, .. } => super::ops::stored_json(data),
+            Write::Put { data, .. } => crate::codec::stored_text(data),
             Write::Delete { .. } => String::new(),
         };
         Self { write, raw }
