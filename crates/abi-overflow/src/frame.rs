@@ -28,18 +28,29 @@ pub fn fits(payload_len: usize, headers: &HeaderMap, max_payload: usize) -> bool
     payload_len + header_block_len(headers) <= max_payload
 }
 
+/// The first value of the header `name`, as [`HeaderMap::get`] finds it,
+/// but by walking the few headers a message carries: `get` builds, checks
+/// and hashes a header name on every call, which cost a request more than
+/// its three lookups are worth.
+pub fn header_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(key, _)| AsRef::<str>::as_ref(*key) == name)
+        .and_then(|(_, values)| values.first())
+        .map(|value| value.as_str())
+}
+
 /// Whether the request's caller can download a parked reply.
 pub fn accepts_overflow(headers: Option<&HeaderMap>) -> bool {
     headers
-        .and_then(|h| h.get(wire::ACCEPT_HEADER))
-        .is_some_and(|v| v.as_str() == wire::ACCEPT_VALUE)
+        .and_then(|h| header_value(h, wire::ACCEPT_HEADER))
+        .is_some_and(|v| v == wire::ACCEPT_VALUE)
 }
 
 /// The transfer id of the request's uploaded body, when it has one.
 pub fn uploaded_request(headers: Option<&HeaderMap>) -> Option<&str> {
     headers
-        .and_then(|h| h.get(wire::REQUEST_HEADER))
-        .map(|v| v.as_str())
+        .and_then(|h| header_value(h, wire::REQUEST_HEADER))
         .filter(|id| !id.is_empty())
 }
 
@@ -65,6 +76,35 @@ pub fn parked_headers(transfer_id: &str, size: usize) -> HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Walking the headers finds what a lookup by name finds: custom and
+    /// standard names, the first of several values, nothing for a name in
+    /// another case or absent.
+    #[test]
+    fn a_header_is_found_as_a_lookup_finds_it() {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Auth-Token", "abc");
+        headers.insert("Nats-Msg-Id", "m1");
+        headers.append("Abi-Many", "first");
+        headers.append("Abi-Many", "second");
+        headers.insert("Abi-Empty", "");
+        for name in [
+            "Nats-Auth-Token",
+            "Nats-Msg-Id",
+            "Abi-Many",
+            "Abi-Empty",
+            "nats-auth-token",
+            "Absent",
+        ] {
+            assert_eq!(
+                header_value(&headers, name),
+                headers.get(name).map(|v| v.as_str()),
+                "{name}"
+            );
+        }
+        assert_eq!(header_value(&headers, "Abi-Many"), Some("first"));
+        assert_eq!(header_value(&HeaderMap::new(), "Nats-Auth-Token"), None);
+    }
 
     #[test]
     fn the_header_block_is_counted_as_the_broker_counts_it() {

@@ -239,7 +239,7 @@ impl<S: DocumentStore> Worker<S> {
             return;
         }
         let headers = request.message.headers.as_ref();
-        let token = headers.and_then(|h| h.get(AUTH_HEADER)).map(|v| v.as_str());
+        let token = headers.and_then(|h| frame::header_value(h, AUTH_HEADER));
         let overflow = self
             .handler
             .overflow()
@@ -347,7 +347,7 @@ fn early_word(operation: Operation, headers: Option<&HeaderMap>) -> Option<(Deci
     if operation != Operation::Put {
         return None;
     }
-    let subject = headers?.get(documents::DECIDED_HEADER)?.as_str();
+    let subject = frame::header_value(headers?, documents::DECIDED_HEADER)?;
     if !documents::is_decided_subject(subject) {
         return None;
     }

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Instructions per put or per get of abi-documents, counted by valgrind's
+# callgrind over a few seconds of `abi-bench documents`' throughput phase.
+# Unlike CPU time, the count does not move with the VM's speed or its
+# neighbours, so a change of a few per cent shows in one run of each build.
+#
+# Usage: scripts/instructions-per-op.sh [put|get] [ABI_DOCUMENTS_BINARY]
+#   put|get               the phase counted (default put)
+#   ABI_DOCUMENTS_BINARY  the build measured (default target/release/abi-documents)
+#
+# Needs valgrind (Debian: apt-get install valgrind) and the release build of
+# abi-bench (cargo build --release -p abi-bench -p abi-documents). Under
+# valgrind the service runs ~20x slower and on one thread at a time, so
+# compare counts with counts, never with `abi-bench`'s CPU figures.
+set -euo pipefail
+
+phase=${1:-put}
+root=$(cd "$(dirname "$0")/.." && pwd)
+binary=$(realpath "${2:-$root/target/release/abi-documents}")
+case $phase in
+put) counted='writer::write_document' ;;
+get) counted='ops::Shared::get' ;;
+*)
+    echo "usage: $0 [put|get] [ABI_DOCUMENTS_BINARY]" >&2
+    exit 2
+    ;;
+esac
+for tool in valgrind callgrind_control callgrind_annotate; do
+    command -v "$tool" >/dev/null || {
+        echo "$tool not found: install valgrind" >&2
+        exit 1
+    }
+done
+
+work=$(mktemp -d)
+bench=
+cleanup() {
+    [ -n "$bench" ] && kill "$bench" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The bench starts the service through this wrapper, instrumentation off
+# until the phase is under way.
+cat >"$work/abi-documents" <<EOF
+#!/bin/sh
+exec valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$work/cg.%p "$binary" "\$@"
+EOF
+chmod +x "$work/abi-documents"
+
+"$root/target/release/abi-bench" documents --quick --skip-postgres --skip-reference \
+    --duration-secs 6 --repeats 1 --documents-bin "$work/abi-documents" \
+    >"$work/bench.out" 2>"$work/bench.err" &
+bench=$!
+until grep -q "$phase throughput" "$work/bench.err" 2>/dev/null; do
+    kill -0 "$bench" 2>/dev/null || {
+        echo "abi-bench stopped early:" >&2
+        tail -5 "$work/bench.err" >&2
+        exit 1
+    }
+    sleep 0.2
+done
+# One second into the phase, four seconds counted.
+sleep 1
+callgrind_control -i on >/dev/null
+sleep 4
+callgrind_control -d >/dev/null
+callgrind_control -i off >/dev/null
+wait "$bench"
+bench=
+
+profile=$(ls "$work"/cg.*.1)
+total=$(awk '/^totals:/ {print $2}' "$profile")
+ops=$(callgrind_annotate --inclusive=yes --tree=calling "$profile" 2>/dev/null |
+    grep -E "> .*$counted \(" | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d , | sort -n | tail -1)
+echo "$phase: $total instructions over $ops operations: $((total / ops)) per $phase ($binary)"
