@@ -62,10 +62,10 @@ until grep -q "$phase throughput" "$work/bench.err" 2>/dev/null; do
 done
 # One second into the phase, four seconds counted.
 sleep 1
-callgrind_control -i on >/dev/null
+callgrind_control -i on >/dev/null 2>&1
 sleep 4
-callgrind_control -d >/dev/null
-callgrind_control -i off >/dev/null
+callgrind_control -d >/dev/null 2>&1
+callgrind_control -i off >/dev/null 2>&1
 wait "$bench"
 bench=
 
