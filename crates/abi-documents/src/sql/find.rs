@@ -94,8 +94,7 @@ impl Compiler<'_> {
         validate_query(&query.where_, query.order_by.as_ref(), query.limit)?;
         validate_max_bytes(query.max_bytes)?;
         let mut p = self.params();
-        let a = p.bind(SqlParam::Text(namespace.to_owned()));
-        let b = p.bind(SqlParam::Text(collection.to_owned()));
+        let (a, b) = self.scope(namespace, collection, &mut p)?;
         let mut condition = self.predicates(&query.where_, &mut p)?;
         let order_by: Option<&OrderBy> = query.order_by.as_ref();
         let mut parts = match order_by {
@@ -129,7 +128,15 @@ impl Compiler<'_> {
                 placeholders.join(", ")
             ));
         }
-        let l = p.bind(SqlParam::Int(query.limit + 1));
+        // SQLite plans a bound LIMIT with its value and prepares the
+        // statement again whenever it is bound anew; the limit, a checked
+        // integer, goes into SQLite's text instead (as do the namespace and
+        // collection, see `scope`).
+        let l = if self.pg() {
+            p.bind(SqlParam::Int(query.limit + 1))
+        } else {
+            (query.limit + 1).to_string()
+        };
         let direction = if descending { " DESC" } else { " ASC" };
         let ordering = parts
             .iter()

@@ -3,7 +3,7 @@
 use abi_document_model::{DocumentError, Predicate};
 
 use super::Compiler;
-use super::params::{SqlParam, Statement};
+use super::params::{Params, SqlParam, Statement};
 
 /// The columns every document read returns, in this order.
 pub const DOCUMENT_COLUMNS: &str = "id, data, created_at, updated_at, version";
@@ -448,6 +448,30 @@ impl Compiler<'_> {
         )
     }
 
+    /// The namespace and collection a query over a collection's documents
+    /// filters on. SQLite gets them as literals in the text, as the
+    /// collection's partial indexes name them (`WHERE namespace = '...' AND
+    /// collection = '...'`): the indexes match when the statement is
+    /// prepared, once. Bound, they make SQLite weigh the indexes against the
+    /// values and prepare the statement again at every call, a find's
+    /// largest cost. PostgreSQL binds them.
+    ///
+    /// # Errors
+    ///
+    /// When the backend's literal quoting fails.
+    pub(super) fn scope(
+        &self,
+        namespace: &str,
+        collection: &str,
+        p: &mut Params,
+    ) -> Result<(String, String), DocumentError> {
+        if self.pg() {
+            Ok((p.bind(text(namespace)), p.bind(text(collection))))
+        } else {
+            Ok((self.literal(namespace)?, self.literal(collection)?))
+        }
+    }
+
     /// The `n`th numbered placeholder of this dialect.
     fn numbered(&self, n: usize) -> String {
         if self.pg() {
@@ -514,7 +538,7 @@ impl Compiler<'_> {
         where_: &[Predicate],
     ) -> Result<Statement, DocumentError> {
         let mut p = self.params();
-        let (a, b) = (p.bind(text(namespace)), p.bind(text(collection)));
+        let (a, b) = self.scope(namespace, collection, &mut p)?;
         let condition = self.predicates(where_, &mut p)?;
         Ok(Statement::new(
             format!(

@@ -326,3 +326,84 @@ async fn acknowledged_puts_survive_kill_9() {
             .expect("acknowledged put survived");
     }
 }
+
+/// A read that starts once a put's early word was heard sees that put,
+/// though its commit and sync may still be under way: whoever heard the
+/// word may already act on it (a job host starts the run), and an observer
+/// must not then read the record from before. Twenty rounds, each word
+/// answered by a get, a find and a count at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_after_an_early_word_see_the_decided_put() {
+    use abi_document_model::{Decided, FindQuery, Predicate};
+
+    let db = tempfile::tempdir().expect("temp dir");
+    let store = Arc::new(
+        SqliteStore::open(SqliteConfig::new(db.path().join("documents.sqlite")))
+            .await
+            .expect("open"),
+    );
+    store
+        .ensure_collection(
+            "ns",
+            CollectionSpec::new("runs").field(FieldSpec::new("status", "string").indexed()),
+        )
+        .await
+        .expect("ensure");
+    let running = || vec![Predicate::new("status", "eq", "RUNNING")];
+    for round in 0..20_i64 {
+        let id = format!("run{round}");
+        store
+            .put(
+                "ns",
+                "runs",
+                &id,
+                data([("status", Value::from("QUEUED"))]),
+                Some(0),
+            )
+            .await
+            .expect("queued");
+        let (word, heard) = tokio::sync::oneshot::channel();
+        let writing = tokio::spawn({
+            let (store, id) = (Arc::clone(&store), id.clone());
+            async move {
+                let decided = Decided::new(move |document| {
+                    let _ = word.send(document.version);
+                });
+                store
+                    .put_deciding(
+                        "ns",
+                        "runs",
+                        &id,
+                        data([("status", Value::from("RUNNING"))]),
+                        Some(1),
+                        decided,
+                    )
+                    .await
+            }
+        });
+        assert_eq!(heard.await.expect("the word"), 2);
+        let (got, found, counted) = tokio::join!(
+            store.get("ns", "runs", &id),
+            store.find(
+                "ns",
+                "runs",
+                FindQuery {
+                    where_: running(),
+                    limit: 100,
+                    ..FindQuery::default()
+                }
+            ),
+            store.count("ns", "runs", running()),
+        );
+        let got = got.expect("get");
+        assert_eq!(
+            (got.version, got.data.get("status")),
+            (2, Some(&Value::from("RUNNING"))),
+            "round {round}"
+        );
+        let found = found.expect("find");
+        assert!(found.items.iter().any(|d| d.id == id), "round {round}");
+        assert_eq!(counted.expect("count"), round + 1, "round {round}");
+        writing.await.expect("task").expect("running");
+    }
+}

@@ -14,6 +14,7 @@ mod connection;
 mod error;
 mod ops;
 mod readers;
+mod told;
 pub mod writer;
 
 use std::path::PathBuf;
@@ -320,6 +321,8 @@ impl DocumentStore for SqliteStore {
         id: &str,
     ) -> Result<Document, DocumentError> {
         validate_name(id)?;
+        // Not from before a commit whose early word went out already.
+        self.shared.told().settled().await;
         // A point read: at once on this thread unless it would wait.
         if let Some(read) = self
             .readers
@@ -396,6 +399,7 @@ impl DocumentStore for SqliteStore {
             .compiler()
             .plan_find(namespace, collection, query)?;
         let (namespace, collection) = (namespace.to_owned(), collection.to_owned());
+        self.shared.told().settled().await;
         loop {
             let attempt = plan.clone();
             let (ns, coll) = (namespace.clone(), collection.clone());
@@ -420,6 +424,7 @@ impl DocumentStore for SqliteStore {
     ) -> Result<i64, DocumentError> {
         let statement = ops::count_statement(&self.shared, namespace, collection, &where_)?;
         let (namespace, collection) = (namespace.to_owned(), collection.to_owned());
+        self.shared.told().settled().await;
         self.readers
             .read(move |conn, shared| shared.count(conn, &namespace, &collection, &statement))
             .await

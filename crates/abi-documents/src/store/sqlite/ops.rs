@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension, Row, ToSql};
 
 use super::connection::{COLLECTIONS_TABLE, DOCUMENTS_TABLE, SqliteQuote};
 use super::error::Translate;
+use super::told::Told;
 use crate::codec::{as_stored, decode_data, parse};
 use crate::sql::{
     CatalogLock, Compiler, Dialect, FindPlan, PutRow, PutShape, PutTemplate, PutValue, SqlParam,
@@ -30,6 +31,8 @@ pub struct Shared {
     get_sql: String,
     /// [`Compiler::declared`], built once.
     declared_sql: String,
+    /// The writer's early words not yet committed, which reads wait for.
+    told: Told,
     /// Parsed specs by their stored text, shared (a put only reads one).
     specs: Mutex<HashMap<String, Arc<CollectionSpec>>>,
 }
@@ -159,8 +162,14 @@ impl Shared {
             put_templates,
             get_sql,
             declared_sql,
+            told: Told::default(),
             specs: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The writer's early words, which reads wait for ([`Told`]).
+    pub fn told(&self) -> &Told {
+        &self.told
     }
 
     /// The compiler for this store's tables.
@@ -630,13 +639,13 @@ mod tests {
     use crate::codec::stored_text;
     use crate::store::sqlite::connection;
 
-    /// The kept statements of a get and of each put shape run as prepared:
-    /// binding another namespace, collection or id does not make SQLite
-    /// prepare them again, though the collections have partial indexes on
-    /// the namespace (a get written as a join was prepared anew on every
-    /// call).
+    /// The kept statements of a get and of each put shape, and a find's and
+    /// a count's, run as prepared: binding other values does not make
+    /// SQLite prepare them again, though the collections have partial
+    /// indexes on the namespace (a get written as a join, and finds and
+    /// counts that bound the namespace, were prepared anew on every call).
     #[test]
-    fn gets_and_puts_are_not_prepared_again_for_new_values() {
+    fn reads_and_writes_are_not_prepared_again_for_new_values() {
         let dir = tempfile::tempdir().unwrap();
         let conn = connection::open(&dir.path().join("d.sqlite"), Duration::from_secs(1)).unwrap();
         connection::initialize(&conn).unwrap();
@@ -682,12 +691,31 @@ mod tests {
                 Err(DocumentError::CollectionNotFound(_))
             ));
         }
+        let mut queried = Vec::new();
+        for status in ["RUNNING", "FAILED", "RUNNING", "DONE"] {
+            let where_ = vec![Predicate::new("status", "eq", status)];
+            let query = abi_document_model::FindQuery {
+                where_: where_.clone(),
+                order_by: Some(abi_document_model::OrderBy::desc("n")),
+                limit: 10,
+                ..abi_document_model::FindQuery::default()
+            };
+            let plan = shared.compiler().plan_find("one", "runs", query).unwrap();
+            let (items, _) = shared.find_once(&conn, "one", "runs", &plan).unwrap();
+            let count = count_statement(&shared, "one", "runs", &where_).unwrap();
+            let counted = shared.count(&conn, "one", "runs", &count).unwrap();
+            assert_eq!(i64::try_from(items.len()).unwrap(), counted, "{status}");
+            assert_eq!(counted, if status == "RUNNING" { 2 } else { 0 });
+            queried = vec![plan.rows.sql, count.sql];
+        }
         let kept = shared
             .put_templates
             .iter()
-            .map(|template| template.sql.as_str())
-            .chain([shared.get_sql.as_str(), shared.declared_sql.as_str()]);
+            .map(|template| template.sql.clone())
+            .chain([shared.get_sql.clone(), shared.declared_sql.clone()])
+            .chain(queried);
         for sql in kept {
+            let sql = sql.as_str();
             let statement = conn.prepare_cached(sql).unwrap();
             assert!(statement.get_status(StatementStatus::Run) >= 4, "{sql}");
             assert_eq!(statement.get_status(StatementStatus::RePrepare), 0, "{sql}");

@@ -227,6 +227,9 @@ fn commit_batch(
             batch.iter().map(|_| Err(error.clone())).collect()
         }
     };
+    // Committed or not, the batch is over: reads held by its early words
+    // go on.
+    shared.told().batch_ended();
     for (cmd, result) in batch.drain(..).zip(results) {
         // A caller that stopped waiting does not undo its write.
         let _ = cmd.reply.send(result);
@@ -280,7 +283,7 @@ fn run_batch(
     }
     let failed_alone = alone && results.iter().all(WriteOutput::failed);
     if !failed_alone {
-        tell_decided(batch, &results);
+        tell_decided(shared, batch, &results);
     }
     control(conn, if failed_alone { "ROLLBACK" } else { "COMMIT" })?;
     Ok(results)
@@ -288,7 +291,20 @@ fn run_batch(
 
 /// Tells the puts that wait for it their document as decided: all of the
 /// batch's statements ran, only its commit (and sync) is left.
-fn tell_decided(batch: &mut [WriteCmd], results: &[Result<WriteOutput, DocumentError>]) {
+fn tell_decided(
+    shared: &Shared,
+    batch: &mut [WriteCmd],
+    results: &[Result<WriteOutput, DocumentError>],
+) {
+    let telling = batch
+        .iter()
+        .zip(results)
+        .any(|(cmd, result)| cmd.decided.is_some() && result.is_ok());
+    if telling {
+        // Counted before any word leaves, so a read started by someone who
+        // heard one finds the batch pending.
+        shared.told().telling();
+    }
     for (cmd, result) in batch.iter_mut().zip(results) {
         if let (Some(decided), Ok(WriteOutput::Document(document))) = (cmd.decided.take(), result) {
             decided.tell(document);
