@@ -33,7 +33,8 @@ use crate::ids;
 use crate::status::Status;
 use lease::Lease;
 
-/// The first pause before registering again while nobody serves discovery.
+/// The first pause before registering again while nobody serves discovery
+/// (or it answered a code that asks for a retry).
 const FIRST_REGISTER_RETRY: Duration = Duration::from_millis(100);
 /// The longest pause between those attempts: short, so a module starts
 /// within about 2 s of discovery starting.
@@ -118,15 +119,20 @@ impl Session {
         Ok(Self::started(lease))
     }
 
-    /// Registers like [`Session::start`], but while nobody serves discovery
-    /// ("no responders": the service is not up yet, or restarting) tries
-    /// again with backoff (100 ms doubling to 2 s) until `wait` has passed,
-    /// logging once that it waits. Any other failure ends it at once.
+    /// Registers like [`Session::start`], but after a failure a retry may fix
+    /// tries again with backoff (100 ms doubling to 2 s) until `wait` has
+    /// passed: "no responders" (the service is not up yet, or restarting;
+    /// logged once), and the codes that ask for a retry, such as
+    /// `REGISTRY_BUSY` or `UNAVAILABLE` while the bucket's stream elects a
+    /// new leader after a node died (each logged). A registration is
+    /// idempotent: every attempt sends the same instance id and lease token,
+    /// and discovery answers a repeat without a second record. Any other
+    /// failure ends it at once.
     ///
     /// # Errors
     ///
-    /// As [`Session::start`]; after `wait`, the last "no responders" failure
-    /// (or `TimedOut` when an attempt was still running at the deadline).
+    /// As [`Session::start`]; after `wait`, the last retryable failure (or
+    /// `TimedOut` when an attempt was still running at the deadline).
     ///
     /// # Cancel safety
     ///
@@ -148,11 +154,14 @@ impl Session {
             };
             match attempt {
                 Ok(Ok(_)) => break,
-                Ok(Err(err))
-                    if err.kind() == CallErrorKind::NoResponders
-                        && Instant::now() + delay < deadline =>
-                {
-                    if last.is_none() {
+                Ok(Err(err)) if err.is_retryable() && Instant::now() + delay < deadline => {
+                    if err.kind() != CallErrorKind::NoResponders {
+                        warn!(
+                            module_id = %lease.descriptor.module_id,
+                            error = %err,
+                            "registration will retry"
+                        );
+                    } else if last.is_none() {
                         info!(
                             module_id = %lease.descriptor.module_id,
                             wait_secs = wait.as_secs_f64(),

@@ -8,5 +8,6 @@ mod common;
 mod client_fake;
 mod jobs_descriptor;
 mod plain_module;
+mod runner_fake;
 mod session_fake;
 mod watch_kv;

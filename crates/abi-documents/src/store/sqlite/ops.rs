@@ -651,7 +651,7 @@ mod tests {
         connection::initialize(&conn).unwrap();
         let shared = Shared::new().unwrap();
         let spec = CollectionSpec::new("runs")
-            .field(FieldSpec::new("status", "string").indexed())
+            .field(FieldSpec::new("state", "string").indexed())
             .field(FieldSpec::new("n", "int").indexed());
         for namespace in ["one", "two"] {
             shared.ensure_collection(&conn, namespace, &spec).unwrap();
@@ -660,7 +660,7 @@ mod tests {
         for (n, namespace) in ["one", "two", "one", "two"].into_iter().enumerate() {
             let id = format!("r{n}");
             let data = Data::from([
-                ("status".to_owned(), Value::from("RUNNING")),
+                ("state".to_owned(), Value::from("open")),
                 ("n".to_owned(), Value::Int(i64::try_from(n).unwrap())),
             ]);
             let raw = stored_text(&data);
@@ -692,8 +692,8 @@ mod tests {
             ));
         }
         let mut queried = Vec::new();
-        for status in ["RUNNING", "FAILED", "RUNNING", "DONE"] {
-            let where_ = vec![Predicate::new("status", "eq", status)];
+        for state in ["open", "shut", "open", "gone"] {
+            let where_ = vec![Predicate::new("state", "eq", state)];
             let query = abi_document_model::FindQuery {
                 where_: where_.clone(),
                 order_by: Some(abi_document_model::OrderBy::desc("n")),
@@ -704,8 +704,8 @@ mod tests {
             let (items, _) = shared.find_once(&conn, "one", "runs", &plan).unwrap();
             let count = count_statement(&shared, "one", "runs", &where_).unwrap();
             let counted = shared.count(&conn, "one", "runs", &count).unwrap();
-            assert_eq!(i64::try_from(items.len()).unwrap(), counted, "{status}");
-            assert_eq!(counted, if status == "RUNNING" { 2 } else { 0 });
+            assert_eq!(i64::try_from(items.len()).unwrap(), counted, "{state}");
+            assert_eq!(counted, if state == "open" { 2 } else { 0 });
             queried = vec![plan.rows.sql, count.sql];
         }
         let kept = shared

@@ -296,10 +296,9 @@ fn tell_decided(
     batch: &mut [WriteCmd],
     results: &[Result<WriteOutput, DocumentError>],
 ) {
-    let telling = batch
-        .iter()
-        .zip(results)
-        .any(|(cmd, result)| cmd.decided.is_some() && result.is_ok());
+    let telling = batch.iter().zip(results).any(|(cmd, result)| {
+        cmd.decided.is_some() && matches!(result, Ok(WriteOutput::Document(_)))
+    });
     if telling {
         // Counted before any word leaves, so a read started by someone who
         // heard one finds the batch pending.
