@@ -73,4 +73,6 @@ profile=$(ls "$work"/cg.*.1)
 total=$(awk '/^totals:/ {print $2}' "$profile")
 ops=$(callgrind_annotate --inclusive=yes --tree=calling "$profile" 2>/dev/null |
     grep -E "> .*$counted \(" | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d , | sort -n | tail -1)
+# KEEP_PROFILE=<file> keeps the callgrind profile for callgrind_annotate.
+[ -n "${KEEP_PROFILE:-}" ] && cp "$profile" "$KEEP_PROFILE"
 echo "$phase: $total instructions over $ops operations: $((total / ops)) per $phase ($binary)"

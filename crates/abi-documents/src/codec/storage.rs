@@ -163,25 +163,26 @@ fn malformed(what: &str) -> DocumentError {
 /// # Errors
 ///
 /// [`DocumentError::Storage`] for a tag with a bad payload.
-pub fn decode(value: &Json) -> Result<Value, DocumentError> {
+pub fn decode(value: Json) -> Result<Value, DocumentError> {
     Ok(match value {
         Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Int(n) => Value::Int(*n),
+        Json::Bool(b) => Value::Bool(b),
+        Json::Int(n) => Value::Int(n),
         Json::BigInt(text) => Value::Float(text.parse().map_err(|_| malformed("number"))?),
-        Json::Float(x) => decode_float(*x),
-        Json::Str(s) => Value::String(s.clone()),
-        Json::Array(items) => Value::List(items.iter().map(decode).collect::<Result<_, _>>()?),
-        Json::Object(members) => match members.get(TAG) {
+        Json::Float(x) => decode_float(x),
+        // Strings and keys move from the parsed tree into the value.
+        Json::Str(s) => Value::String(s),
+        Json::Array(items) => Value::List(items.into_iter().map(decode).collect::<Result<_, _>>()?),
+        Json::Object(mut members) => match members.get(TAG) {
             Some(Json::Str(tag)) if tag == "datetime" => match members.get(PAYLOAD) {
                 Some(Json::Str(text)) => {
                     Value::Datetime(Datetime::parse_iso(text).map_err(|_| malformed("datetime"))?)
                 }
                 _ => return Err(malformed("datetime")),
             },
-            Some(Json::Str(tag)) if tag == "bytes" => match members.get(PAYLOAD) {
+            Some(Json::Str(tag)) if tag == "bytes" => match members.remove(PAYLOAD) {
                 Some(Json::Str(text)) => Value::Bytes(
-                    super::keys::base64_decode(text).ok_or_else(|| malformed("bytes value"))?,
+                    super::keys::base64_decode(&text).ok_or_else(|| malformed("bytes value"))?,
                 ),
                 _ => return Err(malformed("bytes value")),
             },
@@ -196,23 +197,21 @@ pub fn decode(value: &Json) -> Result<Value, DocumentError> {
 ///
 /// [`DocumentError::Storage`] when the stored JSON is not an object or holds
 /// a malformed tag.
-pub fn decode_data(value: &Json) -> Result<Data, DocumentError> {
+pub fn decode_data(value: Json) -> Result<Data, DocumentError> {
     match decode(value)? {
         Value::Object(data) => Ok(data),
         _ => Err(malformed("document")),
     }
 }
 
-fn decode_members(members: &BTreeMap<String, Json>) -> Result<Data, DocumentError> {
+fn decode_members(members: BTreeMap<String, Json>) -> Result<Data, DocumentError> {
     members
-        .iter()
-        .map(|(key, item)| {
-            let key = if key.starts_with("$$") {
-                &key[1..]
-            } else {
-                key.as_str()
-            };
-            Ok((key.to_owned(), decode(item)?))
+        .into_iter()
+        .map(|(mut key, item)| {
+            if key.starts_with("$$") {
+                key.remove(0);
+            }
+            Ok((key, decode(item)?))
         })
         .collect()
 }
@@ -320,7 +319,7 @@ mod tests {
             let data = Data::from([(format!("k{n}"), value.clone()), ("$x".to_owned(), value)]);
             let text = abi_pyjson::dumps_default(&encode_data(&data));
             let read_back =
-                decode_data(&abi_pyjson::parse(&text).expect("valid JSON")).expect("decodes");
+                decode_data(abi_pyjson::parse(&text).expect("valid JSON")).expect("decodes");
             assert_eq!(as_stored(data), read_back, "row {n}: {text}");
         }
     }

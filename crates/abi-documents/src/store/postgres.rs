@@ -355,7 +355,7 @@ fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
 fn read_data(text: &str) -> Result<Data, DocumentError> {
     let json = parse(text)
         .map_err(|_| DocumentError::Storage("Stored document holds malformed JSON".to_owned()))?;
-    decode_data(&json)
+    decode_data(json)
 }
 
 /// A row of `id, data, created_at, updated_at, version`.

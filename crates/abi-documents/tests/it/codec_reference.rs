@@ -200,7 +200,7 @@ fn floats_print_store_and_read_back_as_the_reference() {
             Some(key),
             "key {x:e}"
         );
-        let back = decode(&parse(stored).expect("parse")).expect("decode");
+        let back = decode(parse(stored).expect("parse")).expect("decode");
         let expected_kind = match back {
             Value::Int(_) => "int",
             Value::Float(_) => "float",
@@ -221,7 +221,7 @@ fn strings_and_keys_escape_as_the_reference() {
         );
         assert_eq!(dumps(&encode(&value)), stored);
         assert_eq!(
-            decode(&parse(stored).expect("parse")).expect("decode"),
+            decode(parse(stored).expect("parse")).expect("decode"),
             value
         );
     }

@@ -127,7 +127,7 @@ fn document_at(row: &Row<'_>, first: usize) -> rusqlite::Result<Result<Document,
     let updated = row.get_ref(first + 3)?.as_str()?;
     let version: i64 = row.get(first + 4)?;
     Ok((|| {
-        let data = decode_data(&parse(raw).map_err(|_| stored_error())?)?;
+        let data = decode_data(parse(raw).map_err(|_| stored_error())?)?;
         Ok(Document {
             id,
             data,
@@ -282,7 +282,7 @@ impl Shared {
         while let Some(row) = rows.next().translated()? {
             let id: String = row.get(0).translated()?;
             let raw: String = row.get(1).translated()?;
-            let data = decode_data(&parse(&raw).map_err(|_| stored_error())?)?;
+            let data = decode_data(parse(&raw).map_err(|_| stored_error())?)?;
             if let Err(e) = validate_data(&data, Some(merged)) {
                 return Err(DocumentError::InvalidArgument(format!(
                     "Cannot declare {namespace}.{}: document {}: {e}. Migrate existing data before adding this declaration.",
