@@ -19,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 binary=$(realpath "${2:-$root/target/release/abi-documents}")
 case $phase in
 put) counted='writer::write_document' ;;
-get) counted='ops::Shared::get' ;;
+get) counted='ops::Shared::get(_encoded)?' ;;
 *)
     echo "usage: $0 [put|get] [ABI_DOCUMENTS_BINARY]" >&2
     exit 2

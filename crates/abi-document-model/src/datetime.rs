@@ -161,37 +161,40 @@ impl Datetime {
         let micros = self.unix_micros.rem_euclid(1_000_000);
         let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
         let second_of_day = secs.rem_euclid(86_400);
-        // Digits pushed one by one: `format!` took a tenth of a put's
-        // reply. Years are 1..=9999 by construction (from_unix_micros).
-        let mut out = Vec::with_capacity(32);
-        push_digits(&mut out, year, 4);
-        out.push(b'-');
-        push_digits(&mut out, month, 2);
-        out.push(b'-');
-        push_digits(&mut out, day, 2);
-        out.push(b'T');
-        push_digits(&mut out, second_of_day / 3600, 2);
-        out.push(b':');
-        push_digits(&mut out, second_of_day / 60 % 60, 2);
-        out.push(b':');
-        push_digits(&mut out, second_of_day % 60, 2);
+        // Digits written into a fixed buffer: `format!` took a tenth of a
+        // put's reply. Years are 1..=9999 by construction (from_unix_micros).
+        let mut out = [0u8; 32];
+        write_digits(&mut out[0..4], year);
+        out[4] = b'-';
+        write_digits(&mut out[5..7], month);
+        out[7] = b'-';
+        write_digits(&mut out[8..10], day);
+        out[10] = b'T';
+        write_digits(&mut out[11..13], second_of_day / 3600);
+        out[13] = b':';
+        write_digits(&mut out[14..16], second_of_day / 60 % 60);
+        out[16] = b':';
+        write_digits(&mut out[17..19], second_of_day % 60);
+        let mut len = 19;
         if always_fraction || micros != 0 {
-            out.push(b'.');
-            push_digits(&mut out, micros, 6);
+            out[19] = b'.';
+            write_digits(&mut out[20..26], micros);
+            len = 26;
         }
-        out.extend_from_slice(b"+00:00");
-        // Only ASCII digits and separators were pushed.
-        String::from_utf8(out).unwrap_or_default()
+        out[len..len + 6].copy_from_slice(b"+00:00");
+        len += 6;
+        // Only ASCII digits and separators were written.
+        String::from_utf8(out[..len].to_vec()).unwrap_or_default()
     }
 }
 
-/// Appends the last `width` decimal digits of `value` (non-negative),
-/// zero-padded.
-fn push_digits(out: &mut Vec<u8>, value: i64, width: u32) {
-    for place in (0..width).rev() {
-        let digit = value / 10_i64.pow(place) % 10;
+/// Writes the last `slot.len()` decimal digits of `value` (non-negative)
+/// into `slot`, zero-padded.
+fn write_digits(slot: &mut [u8], mut value: i64) {
+    for digit in slot.iter_mut().rev() {
         // 0..=9 for a non-negative value.
-        out.push(b'0' + digit.unsigned_abs() as u8);
+        *digit = b'0' + (value % 10).unsigned_abs() as u8;
+        value /= 10;
     }
 }
 

@@ -14,23 +14,35 @@ use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_var
 use crate::{Data, Datetime, Document, Value};
 
 /// Field numbers of `abi.document.v1.Value`'s `kind`.
-mod value_tag {
+pub mod value_tag {
+    /// `null_value`.
     pub const NULL: u32 = 1;
+    /// `string_value`.
     pub const STRING: u32 = 2;
+    /// `int_value`.
     pub const INT: u32 = 3;
+    /// `float_value`.
     pub const FLOAT: u32 = 4;
+    /// `bool_value`.
     pub const BOOL: u32 = 5;
+    /// `bytes_value`.
     pub const BYTES: u32 = 6;
+    /// `datetime_value`.
     pub const DATETIME: u32 = 7;
+    /// `list_value`.
     pub const LIST: u32 = 8;
+    /// `object_value`.
     pub const OBJECT: u32 = 9;
 }
 
-/// `Data.fields`, `Values.items` and a map entry's key and value.
-const FIELDS_TAG: u32 = 1;
-const ITEMS_TAG: u32 = 1;
-const ENTRY_KEY_TAG: u32 = 1;
-const ENTRY_VALUE_TAG: u32 = 2;
+/// `Data.fields`.
+pub const FIELDS_TAG: u32 = 1;
+/// `Values.items`.
+pub const ITEMS_TAG: u32 = 1;
+/// A map entry's key.
+pub const ENTRY_KEY_TAG: u32 = 1;
+/// A map entry's value.
+pub const ENTRY_VALUE_TAG: u32 = 2;
 
 /// Field numbers of `abi.document.v1.Document`.
 mod document_tag {
@@ -156,13 +168,25 @@ fn document_len(doc: &Document) -> usize {
 
 /// The encoded length of a `Document` message of these parts.
 fn document_body_len(id: &str, data: &Data, stamps: [&Datetime; 2], version: i64) -> usize {
+    let [created_at, updated_at] = stamps;
+    document_len_of(
+        id,
+        data_len(data),
+        [created_at.isoformat_len(), updated_at.isoformat_len()],
+        version,
+    )
+}
+
+/// The encoded length of a `Document` message whose data body, created and
+/// updated stamps take `data_len` and `stamp_lens` bytes.
+fn document_len_of(id: &str, data_len: usize, stamp_lens: [usize; 2], version: i64) -> usize {
     use document_tag as t;
     let text = |tag, len| if len == 0 { 0 } else { delimited_len(tag, len) };
-    let [created_at, updated_at] = stamps;
+    let [created_at, updated_at] = stamp_lens;
     text(t::ID, id.len())
-        + delimited_len(t::DATA, data_len(data))
-        + text(t::CREATED_AT, created_at.isoformat_len())
-        + text(t::UPDATED_AT, updated_at.isoformat_len())
+        + delimited_len(t::DATA, data_len)
+        + text(t::CREATED_AT, created_at)
+        + text(t::UPDATED_AT, updated_at)
         + if version == 0 {
             0
         } else {
@@ -181,6 +205,41 @@ pub fn document_field_len(
     version: i64,
 ) -> usize {
     delimited_len(tag, document_body_len(id, data, stamps, version))
+}
+
+/// Appends field `tag` holding a `Document` message of these parts whose
+/// data is already encoded: `data_body` is the body of its `Data` message
+/// (what [`encode_data_body`] writes). The same bytes as
+/// [`encode_document_field`] for the document with that data.
+pub fn encode_document_field_with_body(
+    tag: u32,
+    id: &str,
+    data_body: &[u8],
+    stamps: [&Datetime; 2],
+    version: i64,
+    buf: &mut Vec<u8>,
+) {
+    use document_tag as t;
+    let [created_at, updated_at] = stamps;
+    let (created_at, updated_at) = (created_at.isoformat(), updated_at.isoformat());
+    let len = document_len_of(
+        id,
+        data_body.len(),
+        [created_at.len(), updated_at.len()],
+        version,
+    );
+    buf.reserve(delimited_len(tag, len));
+    encode_delimited_header(tag, len, buf);
+    if !id.is_empty() {
+        encode_str(t::ID, id, buf);
+    }
+    encode_delimited_header(t::DATA, data_body.len(), buf);
+    buf.extend_from_slice(data_body);
+    encode_str(t::CREATED_AT, &created_at, buf);
+    encode_str(t::UPDATED_AT, &updated_at, buf);
+    if version != 0 {
+        encoding::int64::encode(t::VERSION, &version, buf);
+    }
 }
 
 /// Appends field `tag` holding the `Document` message of `doc` (what
@@ -282,6 +341,11 @@ mod tests {
             encode_document_field(2, &doc, &mut ours);
             assert_eq!(ours, reply.encode_to_vec());
             let stamps = [&doc.created_at, &doc.updated_at];
+            let mut body = Vec::new();
+            encode_data_body(&doc.data, &mut body);
+            let mut from_body = Vec::new();
+            encode_document_field_with_body(2, id, &body, stamps, version, &mut from_body);
+            assert_eq!(from_body, ours);
             assert_eq!(
                 document_field_len(2, &doc.id, &doc.data, stamps, version),
                 reply.encoded_len()

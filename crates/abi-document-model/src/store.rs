@@ -151,6 +151,26 @@ pub trait DocumentStore: Send + Sync + 'static {
         id: &str,
     ) -> impl Future<Output = Result<Document, DocumentError>> + Send;
 
+    /// Reads one document as protobuf: field `tag` holding its
+    /// `abi.document.v1.Document` message (what
+    /// [`crate::encode::encode_document_field`] writes for [`DocumentStore::get`]'s
+    /// answer). A store that keeps documents as text may write the reply
+    /// from it without building the document; by default, `get` then encode.
+    fn get_encoded(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        tag: u32,
+    ) -> impl Future<Output = Result<Vec<u8>, DocumentError>> + Send {
+        async move {
+            let document = self.get(namespace, collection, id).await?;
+            let mut reply = Vec::new();
+            crate::encode::encode_document_field(tag, &document, &mut reply);
+            Ok(reply)
+        }
+    }
+
     /// Deletes one document; with `if_version`, only at that version
     /// (`VERSION_CONFLICT` otherwise). Deleting a missing document without
     /// `if_version` succeeds.

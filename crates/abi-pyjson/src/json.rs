@@ -6,8 +6,11 @@
 //! read back and printed again with [`crate::dumps`] gives the text the
 //! reference would give.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
+
+use crate::cursor::{Cursor, Next, Scalar};
 
 /// A parsed JSON value, numbers kept as Python keeps them.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,18 +53,49 @@ pub struct JsonError {
 ///
 /// [`JsonError`] when `text` is not one JSON value.
 pub fn parse(text: &str) -> Result<Json, JsonError> {
-    let mut parser = Parser {
-        bytes: text.as_bytes(),
-        text,
-        pos: 0,
-    };
-    parser.whitespace();
-    let value = parser.value(0)?;
-    parser.whitespace();
-    if parser.pos != parser.bytes.len() {
-        return Err(parser.error());
-    }
+    let mut cursor = Cursor::new(text);
+    let value = tree(&mut cursor)?;
+    cursor.finish()?;
     Ok(value)
+}
+
+/// The value at the cursor, as a tree.
+fn tree(cursor: &mut Cursor<'_>) -> Result<Json, JsonError> {
+    match cursor.next() {
+        Next::Array => {
+            let mut items = Vec::new();
+            let mut more = cursor.enter_array()?;
+            while more {
+                items.push(tree(cursor)?);
+                more = cursor.after_item()?;
+            }
+            Ok(Json::Array(items))
+        }
+        Next::Object => {
+            let mut members = BTreeMap::new();
+            let mut key = cursor.enter_object()?;
+            while let Some(name) = key {
+                let value = tree(cursor)?;
+                members.insert(name.into_owned(), value);
+                key = cursor.after_member()?;
+            }
+            Ok(Json::Object(members))
+        }
+        Next::Scalar => cursor.scalar().map(Json::from),
+    }
+}
+
+impl From<Scalar<'_>> for Json {
+    fn from(scalar: Scalar<'_>) -> Self {
+        match scalar {
+            Scalar::Null => Json::Null,
+            Scalar::Bool(b) => Json::Bool(b),
+            Scalar::Int(n) => Json::Int(n),
+            Scalar::BigInt(text) => Json::BigInt(text.to_owned()),
+            Scalar::Float(x) => Json::Float(x),
+            Scalar::Str(s) => Json::Str(s.into_owned()),
+        }
+    }
 }
 
 /// The members of the JSON object `text`, in order: each key (decoded) and
@@ -74,11 +108,7 @@ pub fn parse(text: &str) -> Result<Json, JsonError> {
 /// [`JsonError`] when `text` is not JSON, or is JSON but not an object (at
 /// offset 0 then, after any whitespace).
 pub fn object_members(text: &str) -> Result<Vec<(String, Range<usize>)>, JsonError> {
-    let mut parser = Parser {
-        bytes: text.as_bytes(),
-        text,
-        pos: 0,
-    };
+    let mut parser = Parser::new(text);
     parser.whitespace();
     if parser.bytes.get(parser.pos) != Some(&b'{') {
         return Err(parser.error());
@@ -93,26 +123,41 @@ pub fn object_members(text: &str) -> Result<Vec<(String, Range<usize>)>, JsonErr
 
 /// Nesting deeper than this is refused rather than risk the stack; Python's
 /// own recursion limit is of the same order.
-const MAX_DEPTH: usize = 900;
+pub(crate) const MAX_DEPTH: usize = 900;
 
-struct Parser<'a> {
+/// The grammar's pieces, shared by [`Cursor`] and the walks that build
+/// nothing ([`object_members`]).
+pub(crate) struct Parser<'a> {
     bytes: &'a [u8],
     text: &'a str,
-    pos: usize,
+    pub(crate) pos: usize,
 }
 
-impl Parser<'_> {
-    fn error(&self) -> JsonError {
+impl<'a> Parser<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Self {
+            bytes: text.as_bytes(),
+            text,
+            pos: 0,
+        }
+    }
+
+    /// The byte at the current position, if any.
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    pub(crate) fn error(&self) -> JsonError {
         JsonError { offset: self.pos }
     }
 
-    fn whitespace(&mut self) {
+    pub(crate) fn whitespace(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.pos) {
             self.pos += 1;
         }
     }
 
-    fn literal(&mut self, word: &str, value: Json) -> Result<Json, JsonError> {
+    fn literal(&mut self, word: &str, value: Scalar<'a>) -> Result<Scalar<'a>, JsonError> {
         if self.bytes[self.pos..].starts_with(word.as_bytes()) {
             self.pos += word.len();
             Ok(value)
@@ -121,76 +166,16 @@ impl Parser<'_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Json, JsonError> {
-        if depth > MAX_DEPTH {
-            return Err(self.error());
-        }
+    /// The literal, string or number at `pos` (an error for anything else,
+    /// a container included).
+    pub(crate) fn scalar(&mut self) -> Result<Scalar<'a>, JsonError> {
         match self.bytes.get(self.pos) {
-            Some(b'n') => self.literal("null", Json::Null),
-            Some(b't') => self.literal("true", Json::Bool(true)),
-            Some(b'f') => self.literal("false", Json::Bool(false)),
-            Some(b'"') => self.string().map(Json::Str),
-            Some(b'[') => self.array(depth),
-            Some(b'{') => self.object(depth),
+            Some(b'n') => self.literal("null", Scalar::Null),
+            Some(b't') => self.literal("true", Scalar::Bool(true)),
+            Some(b'f') => self.literal("false", Scalar::Bool(false)),
+            Some(b'"') => self.string().map(Scalar::Str),
             Some(b'-' | b'0'..=b'9') => self.number(),
             _ => Err(self.error()),
-        }
-    }
-
-    fn array(&mut self, depth: usize) -> Result<Json, JsonError> {
-        self.pos += 1;
-        let mut items = Vec::new();
-        self.whitespace();
-        if self.bytes.get(self.pos) == Some(&b']') {
-            self.pos += 1;
-            return Ok(Json::Array(items));
-        }
-        loop {
-            self.whitespace();
-            items.push(self.value(depth + 1)?);
-            self.whitespace();
-            match self.bytes.get(self.pos) {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(Json::Array(items));
-                }
-                _ => return Err(self.error()),
-            }
-        }
-    }
-
-    fn object(&mut self, depth: usize) -> Result<Json, JsonError> {
-        self.pos += 1;
-        let mut members = BTreeMap::new();
-        self.whitespace();
-        if self.bytes.get(self.pos) == Some(&b'}') {
-            self.pos += 1;
-            return Ok(Json::Object(members));
-        }
-        loop {
-            self.whitespace();
-            if self.bytes.get(self.pos) != Some(&b'"') {
-                return Err(self.error());
-            }
-            let key = self.string()?;
-            self.whitespace();
-            if self.bytes.get(self.pos) != Some(&b':') {
-                return Err(self.error());
-            }
-            self.pos += 1;
-            self.whitespace();
-            let value = self.value(depth + 1)?;
-            members.insert(key, value);
-            self.whitespace();
-            match self.bytes.get(self.pos) {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(Json::Object(members));
-                }
-                _ => return Err(self.error()),
-            }
         }
     }
 
@@ -214,7 +199,7 @@ impl Parser<'_> {
             let key = if raw_key.contains('\\') {
                 let end = self.pos;
                 self.pos = key_at;
-                let decoded = self.string()?;
+                let decoded = self.string()?.into_owned();
                 self.pos = end;
                 decoded
             } else {
@@ -251,7 +236,7 @@ impl Parser<'_> {
             Some(b'"') => return self.skip_string(),
             Some(b'[') => b']',
             Some(b'{') => b'}',
-            _ => return self.value(depth).map(drop),
+            _ => return self.scalar().map(drop),
         };
         self.pos += 1;
         self.whitespace();
@@ -327,7 +312,7 @@ impl Parser<'_> {
         self.pos - start
     }
 
-    fn number(&mut self) -> Result<Json, JsonError> {
+    fn number(&mut self) -> Result<Scalar<'a>, JsonError> {
         let start = self.pos;
         if self.bytes.get(self.pos) == Some(&b'-') {
             self.pos += 1;
@@ -367,12 +352,12 @@ impl Parser<'_> {
         let text = &self.text[start..self.pos];
         if integral {
             return Ok(match text.parse::<i64>() {
-                Ok(n) => Json::Int(n),
-                Err(_) => Json::BigInt(text.to_owned()),
+                Ok(n) => Scalar::Int(n),
+                Err(_) => Scalar::BigInt(text),
             });
         }
         text.parse::<f64>()
-            .map(Json::Float)
+            .map(Scalar::Float)
             .map_err(|_| JsonError { offset: start })
     }
 
@@ -389,8 +374,10 @@ impl Parser<'_> {
         Ok(code)
     }
 
-    fn string(&mut self) -> Result<String, JsonError> {
+    /// The string at `pos`, borrowed from the text when it holds no escape.
+    pub(crate) fn string(&mut self) -> Result<Cow<'a, str>, JsonError> {
         self.pos += 1;
+        let start = self.pos;
         let mut out = String::new();
         loop {
             let run_start = self.pos;
@@ -400,13 +387,18 @@ impl Parser<'_> {
                 }
                 self.pos += 1;
             }
-            out.push_str(&self.text[run_start..self.pos]);
             match self.bytes.get(self.pos) {
-                Some(b'"') => {
+                Some(b'"') if run_start == start => {
                     self.pos += 1;
-                    return Ok(out);
+                    return Ok(Cow::Borrowed(&self.text[start..self.pos - 1]));
+                }
+                Some(b'"') => {
+                    out.push_str(&self.text[run_start..self.pos]);
+                    self.pos += 1;
+                    return Ok(Cow::Owned(out));
                 }
                 Some(b'\\') => {
+                    out.push_str(&self.text[run_start..self.pos]);
                     self.pos += 1;
                     let escape = *self.bytes.get(self.pos).ok_or_else(|| self.error())?;
                     self.pos += 1;

@@ -6,6 +6,7 @@ mod cursor;
 mod decimal;
 mod keys;
 mod storage;
+mod stored_pb;
 
 pub use abi_pyjson::{
     Json, JsonError, dumps, exact_integer_text, json_string, parse, python_repr, repr_integer_text,
@@ -17,7 +18,10 @@ pub use keys::{
     sqlite_field_bytes, sqlite_json_key, sqlite_legacy_json_key, sqlite_numeric_text,
     value_json_key, value_sort_parts,
 };
+#[cfg(test)]
+pub(crate) use storage::tests::sample_values;
 pub use storage::{
     PAYLOAD, TAG, as_stored, decode, decode_data, encode, encode_data, storage_key, stored_text,
     stored_value_text,
 };
+pub use stored_pb::write_stored_data;

@@ -238,7 +238,7 @@ fn value_as_stored(value: Value) -> Value {
     }
 }
 
-fn decode_float(x: f64) -> Value {
+pub(crate) fn decode_float(x: f64) -> Value {
     // `integer != value` in Python compares exactly; an integral f64 below
     // 2^127 converts to i128 exactly.
     if x.is_finite()
@@ -252,14 +252,14 @@ fn decode_float(x: f64) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::expect_used)]
 
     use super::*;
 
     /// Values of every kind, with escaped and unusual keys, floats the
     /// store rewrites and nesting.
-    fn sample_values() -> Vec<Value> {
+    pub(crate) fn sample_values() -> Vec<Value> {
         let at = Datetime::from_unix_micros(1_700_000_000_123_456).expect("in range");
         let nested = Data::from([
             ("$t".to_owned(), Value::from("datetime")),

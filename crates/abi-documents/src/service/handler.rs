@@ -128,6 +128,19 @@ impl Encode for DocumentReply {
     }
 }
 
+/// A successful reply the store already wrote as protobuf (a get's).
+struct EncodedReply(Vec<u8>);
+
+impl Encode for EncodedReply {
+    fn code(&self) -> Option<ErrorCode> {
+        None
+    }
+
+    fn into_payload(self) -> Vec<u8> {
+        self.0
+    }
+}
+
 /// The message of an unauthenticated call (the reference's).
 pub const UNAUTHENTICATED_MESSAGE: &str = "missing or invalid auth token";
 
@@ -508,12 +521,20 @@ impl<S: DocumentStore> Handler<S> {
         }
     }
 
-    async fn get(&self, _call: Call, r: pb::GetRequest) -> Result<DocumentReply, DocumentError> {
+    async fn get(&self, _call: Call, r: pb::GetRequest) -> Result<EncodedReply, DocumentError> {
         validate_name(&r.namespace)?;
         validate_name(&r.collection)?;
         validate_name(&r.id)?;
-        let doc = self.store.get(&r.namespace, &r.collection, &r.id).await?;
-        Ok(DocumentReply(doc))
+        let payload = self
+            .store
+            .get_encoded(
+                &r.namespace,
+                &r.collection,
+                &r.id,
+                abi_wire::documents::REPLY_DOCUMENT_TAG,
+            )
+            .await?;
+        Ok(EncodedReply(payload))
     }
 
     async fn delete(

@@ -27,6 +27,7 @@ use abi_document_model::{
     BatchFailure, CollectionSpec, Data, Decided, Document, DocumentError, DocumentStore, FindQuery,
     Page, Predicate, Write,
 };
+use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 pub use connection::{COLLECTIONS_TABLE, DOCUMENTS_TABLE, SqliteQuote};
@@ -103,6 +104,45 @@ pub struct SqliteStore {
 
 fn closed() -> DocumentError {
     DocumentError::Storage("Document adapter is closed".to_owned())
+}
+
+impl SqliteStore {
+    /// A read of one document by `read`: not from before a commit whose
+    /// early word went out already, and at once on this thread unless it
+    /// would wait for a connection.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read handed to the pool runs to its end unobserved.
+    async fn point_read<T, F>(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        read: F,
+    ) -> Result<T, DocumentError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &Shared, &str, &str, &str) -> Result<T, DocumentError>
+            + Clone
+            + Send
+            + 'static,
+    {
+        validate_name(id)?;
+        self.shared.told().settled().await;
+        let inline = read.clone();
+        if let Some(found) = self
+            .readers
+            .read_now(|conn, shared| inline(conn, shared, namespace, collection, id))
+        {
+            return found;
+        }
+        let (namespace, collection, id) =
+            (namespace.to_owned(), collection.to_owned(), id.to_owned());
+        self.readers
+            .read(move |conn, shared| read(conn, shared, &namespace, &collection, &id))
+            .await
+    }
 }
 
 impl SqliteStore {
@@ -320,21 +360,26 @@ impl DocumentStore for SqliteStore {
         collection: &str,
         id: &str,
     ) -> Result<Document, DocumentError> {
-        validate_name(id)?;
-        // Not from before a commit whose early word went out already.
-        self.shared.told().settled().await;
-        // A point read: at once on this thread unless it would wait.
-        if let Some(read) = self
-            .readers
-            .read_now(|conn, shared| shared.get(conn, namespace, collection, id))
-        {
-            return read;
-        }
-        let (namespace, collection, id) =
-            (namespace.to_owned(), collection.to_owned(), id.to_owned());
-        self.readers
-            .read(move |conn, shared| shared.get(conn, &namespace, &collection, &id))
-            .await
+        self.point_read(namespace, collection, id, |conn, shared, ns, coll, id| {
+            shared.get(conn, ns, coll, id)
+        })
+        .await
+    }
+
+    async fn get_encoded(
+        &self,
+        namespace: &str,
+        collection: &str,
+        id: &str,
+        tag: u32,
+    ) -> Result<Vec<u8>, DocumentError> {
+        self.point_read(
+            namespace,
+            collection,
+            id,
+            move |conn, shared, ns, coll, id| shared.get_encoded(conn, ns, coll, id, tag),
+        )
+        .await
     }
 
     async fn delete(
