@@ -16,6 +16,7 @@ use abi_sdk::{
     Config, Context, DiscoveryConfig, HookResult, Module, ModuleSpec, RunErrorKind, Runner,
     TokenSource, pb,
 };
+use abi_wire::{ErrorCode, status};
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -35,7 +36,7 @@ impl Module for Started {
 
 /// A discovery service whose first registrations answer `codes`, in order;
 /// the rest, renewals and unregistrations succeed.
-fn refusing_first(codes: &'static [&'static str]) -> Arc<Fake> {
+fn refusing_first(codes: &'static [ErrorCode]) -> Arc<Fake> {
     let registrations = AtomicUsize::new(0);
     Fake::start(move |operation, payload| {
         Some(match operation {
@@ -43,14 +44,14 @@ fn refusing_first(codes: &'static [&'static str]) -> Arc<Fake> {
                 let request = pb::RegisterRequest::decode(payload).unwrap();
                 let n = registrations.fetch_add(1, Ordering::SeqCst);
                 let error = codes.get(n).map(|code| WireError {
-                    code: (*code).into(),
+                    code: code.as_str().into(),
                     message: "scripted".into(),
                     ..Default::default()
                 });
                 pb::RegisterResponse {
                     instance: error.is_none().then(|| pb::Instance {
                         instance_id: request.instance_id,
-                        status: "STARTING".into(),
+                        status: status::STARTING.into(),
                         ..Default::default()
                     }),
                     lease_seconds: 20.0,
@@ -63,7 +64,7 @@ fn refusing_first(codes: &'static [&'static str]) -> Arc<Fake> {
                 pb::RenewResponse {
                     instance: Some(pb::Instance {
                         instance_id: request.instance_id,
-                        status: "READY".into(),
+                        status: status::READY.into(),
                         ..Default::default()
                     }),
                     lease_seconds: 20.0,
@@ -94,7 +95,11 @@ fn runner(fake: &Arc<Fake>, stop: &CancellationToken) -> Runner {
 
 #[tokio::test]
 async fn a_busy_or_unavailable_registry_is_asked_again_with_the_same_lease() {
-    let fake = refusing_first(&["REGISTRY_BUSY", "UNAVAILABLE", "REGISTRY_BUSY"]);
+    let fake = refusing_first(&[
+        ErrorCode::RegistryBusy,
+        ErrorCode::Unavailable,
+        ErrorCode::RegistryBusy,
+    ]);
     let stop = CancellationToken::new();
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let running = tokio::spawn(runner(&fake, &stop).run(Started(started_tx)));
@@ -121,7 +126,7 @@ async fn a_busy_or_unavailable_registry_is_asked_again_with_the_same_lease() {
 
 #[tokio::test]
 async fn a_code_no_retry_fixes_ends_the_start_at_once() {
-    let fake = refusing_first(&["DESCRIPTOR_CONFLICT"]);
+    let fake = refusing_first(&[ErrorCode::DescriptorConflict]);
     let stop = CancellationToken::new();
     let (started_tx, _started) = mpsc::unbounded_channel();
     let err = tokio::time::timeout(WAIT, runner(&fake, &stop).run(Started(started_tx)))

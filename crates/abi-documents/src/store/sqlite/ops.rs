@@ -121,22 +121,47 @@ fn document(row: &Row<'_>) -> rusqlite::Result<Result<Document, DocumentError>> 
 
 /// A document from [`crate::sql::DOCUMENT_COLUMNS`] starting at column `first`.
 fn document_at(row: &Row<'_>, first: usize) -> rusqlite::Result<Result<Document, DocumentError>> {
-    let id: String = row.get(first)?;
-    // The texts only parsed are borrowed from the row, not copied.
-    let raw = row.get_ref(first + 1)?.as_str()?;
-    let created = row.get_ref(first + 2)?.as_str()?;
-    let updated = row.get_ref(first + 3)?.as_str()?;
-    let version: i64 = row.get(first + 4)?;
+    let stored = StoredRow::at(row, first)?;
     Ok((|| {
-        let data = decode_data(parse(raw).map_err(|_| stored_error())?)?;
+        let data = decode_data(parse(stored.data).map_err(|_| stored_error())?)?;
+        let [created_at, updated_at] = stored.stamps()?;
         Ok(Document {
-            id,
+            id: stored.id.to_owned(),
             data,
-            created_at: Datetime::parse_iso(created).map_err(|_| stored_error())?,
-            updated_at: Datetime::parse_iso(updated).map_err(|_| stored_error())?,
-            version,
+            created_at,
+            updated_at,
+            version: stored.version,
         })
     })())
+}
+
+/// A document's columns as the row holds them (from `first`: id, data,
+/// created, updated, version); the texts only parsed are borrowed, not
+/// copied.
+struct StoredRow<'r> {
+    id: &'r str,
+    data: &'r str,
+    created: &'r str,
+    updated: &'r str,
+    version: i64,
+}
+
+impl<'r> StoredRow<'r> {
+    fn at(row: &'r Row<'_>, first: usize) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get_ref(first)?.as_str()?,
+            data: row.get_ref(first + 1)?.as_str()?,
+            created: row.get_ref(first + 2)?.as_str()?,
+            updated: row.get_ref(first + 3)?.as_str()?,
+            version: row.get(first + 4)?,
+        })
+    }
+
+    /// The created and updated stamps.
+    fn stamps(&self) -> Result<[Datetime; 2], DocumentError> {
+        let stamp = |text| Datetime::parse_iso(text).map_err(|_| stored_error());
+        Ok([stamp(self.created)?, stamp(self.updated)?])
+    }
 }
 
 /// [`document_at`]'s document as field `tag` of a protobuf reply, its data
@@ -147,21 +172,23 @@ fn reply_at(
     first: usize,
     tag: u32,
 ) -> rusqlite::Result<Result<Vec<u8>, DocumentError>> {
-    let id = row.get_ref(first)?.as_str()?;
-    let raw = row.get_ref(first + 1)?.as_str()?;
-    let created = row.get_ref(first + 2)?.as_str()?;
-    let updated = row.get_ref(first + 3)?.as_str()?;
-    let version: i64 = row.get(first + 4)?;
+    let stored = StoredRow::at(row, first)?;
     Ok((|| {
-        let mut body = Vec::with_capacity(raw.len());
-        if !write_stored_data(raw, &mut body) {
-            let data = decode_data(parse(raw).map_err(|_| stored_error())?)?;
+        let mut body = Vec::with_capacity(stored.data.len());
+        if !write_stored_data(stored.data, &mut body) {
+            let data = decode_data(parse(stored.data).map_err(|_| stored_error())?)?;
             encode_data_body(&data, &mut body);
         }
-        let created = Datetime::parse_iso(created).map_err(|_| stored_error())?;
-        let updated = Datetime::parse_iso(updated).map_err(|_| stored_error())?;
+        let [created, updated] = stored.stamps()?;
         let mut reply = Vec::with_capacity(body.len() + REPLY_ROOM);
-        encode_document_field_with_body(tag, id, &body, [&created, &updated], version, &mut reply);
+        encode_document_field_with_body(
+            tag,
+            stored.id,
+            &body,
+            [&created, &updated],
+            stored.version,
+            &mut reply,
+        );
         Ok(reply)
     })())
 }
