@@ -12,6 +12,36 @@ pub const CALL_TIMEOUT: &str = "CALL_TIMEOUT";
 /// A published value that never came back on its echo subject.
 pub const NO_ECHO: &str = "NO_ECHO";
 
+/// How long [`echo_ready`] waits for a new echo responder to answer.
+const ECHO_READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Waits until `client` gets an answer on `subject`, where an echo responder
+/// on another connection just subscribed: a flush sends that connection's
+/// `SUB` but does not wait for the server to process it, so a first request
+/// could still meet "no responders" (CI saw one).
+///
+/// # Errors
+///
+/// When nobody answers within [`ECHO_READY_TIMEOUT`].
+///
+/// # Cancel safety
+///
+/// Cancel safe.
+pub async fn echo_ready(client: &async_nats::Client, subject: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + ECHO_READY_TIMEOUT;
+    loop {
+        let probe = client.request(subject.to_owned(), bytes::Bytes::new());
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(1), probe).await {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the echo responder on {subject} never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// p50 and p99 of a set of latencies.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {

@@ -219,6 +219,7 @@ async fn raw_request_reply<'a>(
             }
         }
     });
+    measure::echo_ready(client, &subject).await?;
     let payload = |m: &'a Member, op: Op| -> &'a Bytes {
         match op {
             Op::Register => &m.register,

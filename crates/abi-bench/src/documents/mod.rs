@@ -479,6 +479,7 @@ impl Echo {
                 }
             }
         });
+        crate::measure::echo_ready(client, &subject).await?;
         Ok(Self {
             client: client.clone(),
             subject,
