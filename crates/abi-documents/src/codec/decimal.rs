@@ -112,13 +112,15 @@ fn plain_integer(text: &[u8]) -> Option<(bool, &[u8])> {
 /// Compares two decimal texts by value (`"1e+18"` equals
 /// `"1000000000000000000"`, `"5e-324"` is above `"0"`). Texts that are not
 /// decimals sort after decimals, by their bytes, so the order stays total.
-pub fn compare_numeric_text(left: &str, right: &str) -> Ordering {
+/// It takes the texts' bytes, as the `document_numeric` collation gets them
+/// from SQLite: UTF-8 that SQLite does not check, so a sequence that is not
+/// UTF-8 reads as U+FFFD (as `rusqlite` handed such texts over before).
+pub fn compare_numeric_text(left: &[u8], right: &[u8]) -> Ordering {
     // Two plain integers (an indexed int field's every entry) compare by
     // length, then digits: the general parse below is for the rest.
-    if let (Some((left_negative, a)), Some((right_negative, b))) = (
-        plain_integer(left.as_bytes()),
-        plain_integer(right.as_bytes()),
-    ) {
+    if let (Some((left_negative, a)), Some((right_negative, b))) =
+        (plain_integer(left), plain_integer(right))
+    {
         let magnitude = a.len().cmp(&b.len()).then_with(|| a.cmp(b));
         return match (left_negative, right_negative) {
             (false, true) => Ordering::Greater,
@@ -127,7 +129,13 @@ pub fn compare_numeric_text(left: &str, right: &str) -> Ordering {
             (false, false) => magnitude,
         };
     }
-    compare_decimals(left, right)
+    match (std::str::from_utf8(left), std::str::from_utf8(right)) {
+        (Ok(left), Ok(right)) => compare_decimals(left, right),
+        _ => compare_decimals(
+            &String::from_utf8_lossy(left),
+            &String::from_utf8_lossy(right),
+        ),
+    }
 }
 
 /// [`compare_numeric_text`] by the general parse.
@@ -184,7 +192,11 @@ mod tests {
             ("-0", "0", Equal),
             ("08", "8", Equal),
         ] {
-            assert_eq!(compare_numeric_text(a, b), expected, "{a} vs {b}");
+            assert_eq!(
+                compare_numeric_text(a.as_bytes(), b.as_bytes()),
+                expected,
+                "{a} vs {b}"
+            );
         }
     }
 
@@ -207,7 +219,7 @@ mod tests {
         for a in &texts {
             for b in &texts {
                 assert_eq!(
-                    compare_numeric_text(a, b),
+                    compare_numeric_text(a.as_bytes(), b.as_bytes()),
                     compare_decimals(a, b),
                     "{a:?} vs {b:?}"
                 );
@@ -215,5 +227,24 @@ mod tests {
         }
         assert!(plain_integer(b"42").is_some() && plain_integer(b"-42").is_some());
         assert!(plain_integer(b"-0").is_none() && plain_integer(b"042").is_none());
+    }
+
+    /// Bytes that are not UTF-8 compare as their lossy reading, as the
+    /// collation compared them when `rusqlite` converted them.
+    #[test]
+    fn bytes_that_are_not_utf8_compare_as_their_lossy_text() {
+        for (a, b) in [
+            (&b"\xff"[..], &b"\xfe"[..]),
+            (b"1\xff", b"1\xfe"),
+            (b"\xff", b"5"),
+            (b"12", b"1\xc3"),
+        ] {
+            assert_eq!(
+                compare_numeric_text(a, b),
+                compare_decimals(&String::from_utf8_lossy(a), &String::from_utf8_lossy(b)),
+                "{a:?} vs {b:?}"
+            );
+        }
+        assert_eq!(compare_numeric_text(b"\xff", b"\xfe"), Ordering::Equal);
     }
 }

@@ -7,8 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use abi_document_model::DocumentError;
-use rusqlite::functions::{Context, FunctionFlags};
-use rusqlite::types::ValueRef;
+use abi_sqlite_functions::{Args, NotText, register_collation, register_text_function};
 use rusqlite::{Connection, OpenFlags};
 
 use super::error::Translate;
@@ -108,61 +107,54 @@ pub fn checkpoint_after(connection: &Connection, pages: u32) -> Result<(), Docum
         .translated()
 }
 
-fn text_arg<'a>(ctx: &'a Context<'_>, index: usize) -> rusqlite::Result<Option<&'a str>> {
-    text_bytes_arg(ctx, index)?
+/// A text argument as `str`, `None` for NULL.
+fn text_arg<'a>(args: &'a Args<'_>, index: usize) -> Result<Option<&'a str>, String> {
+    text_bytes_arg(args, index)?
         .map(std::str::from_utf8)
         .transpose()
-        .map_err(|e| rusqlite::Error::UserFunctionError(e.into()))
+        .map_err(|e| e.to_string())
 }
 
 /// A text argument's bytes, its UTF-8 not checked yet.
-fn text_bytes_arg<'a>(ctx: &'a Context<'_>, index: usize) -> rusqlite::Result<Option<&'a [u8]>> {
-    match ctx.get_raw(index) {
-        ValueRef::Null => Ok(None),
-        ValueRef::Text(bytes) => Ok(Some(bytes)),
-        _ => Err(rusqlite::Error::UserFunctionError(
-            "expected a text argument".into(),
-        )),
-    }
-}
-
-fn failed(message: String) -> rusqlite::Error {
-    rusqlite::Error::UserFunctionError(message.into())
+fn text_bytes_arg<'a>(args: &'a Args<'_>, index: usize) -> Result<Option<&'a [u8]>, String> {
+    args.text(index)
+        .map_err(|NotText| "expected a text argument".to_owned())
 }
 
 /// Registers `document_field`, `document_json_key_v2`, `document_json_key`
 /// (older releases' indexes), `document_numeric_text`, `document_bytes_key`
 /// and the `document_numeric` collation, with the reference's semantics.
+/// Through SQLite's C interface (`abi-sqlite-functions`): a put calls them
+/// ~40 times from its index expressions and B-tree steps, and `rusqlite`'s
+/// wrapping of each call cost more than the call's own work.
 fn register(connection: &Connection) -> rusqlite::Result<()> {
-    // Deterministic: SQLite allows them in index expressions. Innocuous:
-    // pure functions of their arguments, safe even with trusted_schema off.
-    let flags = FunctionFlags::SQLITE_UTF8
-        | FunctionFlags::SQLITE_DETERMINISTIC
-        | FunctionFlags::SQLITE_INNOCUOUS;
-    connection.create_scalar_function("document_field", 2, flags, |ctx| {
-        match (text_bytes_arg(ctx, 0)?, text_arg(ctx, 1)?) {
-            (Some(raw), Some(key)) => sqlite_field_bytes(raw, key).map_err(failed),
-            _ => Err(failed("document_field: expected text arguments".to_owned())),
+    // Each is deterministic (SQLite allows it in index expressions) and
+    // innocuous (a pure function of its arguments).
+    register_text_function(connection, "document_field", 2, |args| {
+        match (text_bytes_arg(args, 0)?, text_arg(args, 1)?) {
+            (Some(raw), Some(key)) => sqlite_field_bytes(raw, key),
+            _ => Err("document_field: expected text arguments".to_owned()),
         }
     })?;
-    connection.create_scalar_function("document_json_key_v2", 1, flags, |ctx| {
-        sqlite_json_key(text_arg(ctx, 0)?).map_err(failed)
+    register_text_function(connection, "document_json_key_v2", 1, |args| {
+        sqlite_json_key(text_arg(args, 0)?)
     })?;
-    connection.create_scalar_function("document_json_key", 1, flags, |ctx| {
-        sqlite_legacy_json_key(text_arg(ctx, 0)?).map_err(failed)
+    register_text_function(connection, "document_json_key", 1, |args| {
+        sqlite_legacy_json_key(text_arg(args, 0)?)
     })?;
-    connection.create_scalar_function("document_numeric_text", 1, flags, |ctx| match text_arg(
-        ctx, 0,
-    )? {
-        Some(raw) => sqlite_numeric_text(raw).map_err(failed),
-        None => Err(failed(
-            "document_numeric_text: expected a text argument".to_owned(),
-        )),
+    register_text_function(
+        connection,
+        "document_numeric_text",
+        1,
+        |args| match text_arg(args, 0)? {
+            Some(raw) => sqlite_numeric_text(raw).map(Some),
+            None => Err("document_numeric_text: expected a text argument".to_owned()),
+        },
+    )?;
+    register_text_function(connection, "document_bytes_key", 1, |args| {
+        sqlite_bytes_key(text_arg(args, 0)?).map(Some)
     })?;
-    connection.create_scalar_function("document_bytes_key", 1, flags, |ctx| {
-        sqlite_bytes_key(text_arg(ctx, 0)?).map_err(failed)
-    })?;
-    connection.create_collation("document_numeric", compare_numeric_text)?;
+    register_collation(connection, "document_numeric", compare_numeric_text)?;
     Ok(())
 }
 
