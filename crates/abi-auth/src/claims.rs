@@ -83,8 +83,7 @@ pub(crate) fn verify(
     audience: Option<&str>,
     now: SystemTime,
 ) -> Result<String, AuthError> {
-    let claims = verify_signature(token, secret)?;
-    check_verified(&claims, audience, now)
+    TimedClaims::of(&verify_signature(token, secret)?).check(audience, now)
 }
 
 /// The claims of `token` once its signature checks (no claim checked yet).
@@ -114,17 +113,91 @@ pub(crate) fn verify_signature(token: &str, secret: &str) -> Result<Map<String, 
     Ok(data.claims)
 }
 
-/// The identity of a token whose signature checked, once its claims hold at
-/// `now` for `audience`.
-pub(crate) fn check_verified(
-    claims: &Map<String, Value>,
-    audience: Option<&str>,
-    now: SystemTime,
-) -> Result<String, AuthError> {
-    check_claims(claims, audience, now)?;
-    match claims.get("sub") {
-        Some(Value::String(sub)) if !sub.is_empty() => Ok(sub.clone()),
-        _ => Err(InvalidToken::Subject.into()),
+/// What PyJWT's claim checks read of a token's claims, worked out once, so a
+/// token remembered by a [`crate::Verifier`] is checked against the clock
+/// without looking its claims up again.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TimedClaims {
+    /// `aud`, unless absent or null.
+    audience: Option<Value>,
+    /// `iat`, `nbf` and `exp` when present: Python's `int()` of each,
+    /// `None` where it raises.
+    issued_at: Option<Option<i128>>,
+    not_before: Option<Option<i128>>,
+    expires: Option<Option<i128>>,
+    /// `sub` is present but not a string.
+    subject_not_text: bool,
+    /// `jti` is present but not a string.
+    id_not_text: bool,
+    /// `sub` when it is a non-empty string.
+    subject: Option<String>,
+}
+
+impl TimedClaims {
+    /// The claims' parts the checks read.
+    pub(crate) fn of(claims: &Map<String, Value>) -> Self {
+        Self {
+            audience: claims.get("aud").filter(|v| !v.is_null()).cloned(),
+            issued_at: claims.get("iat").map(python_int),
+            not_before: claims.get("nbf").map(python_int),
+            expires: claims.get("exp").map(python_int),
+            subject_not_text: claims.get("sub").is_some_and(|v| !v.is_string()),
+            id_not_text: claims.get("jti").is_some_and(|v| !v.is_string()),
+            subject: match claims.get("sub") {
+                Some(Value::String(sub)) if !sub.is_empty() => Some(sub.clone()),
+                _ => None,
+            },
+        }
+    }
+
+    /// The identity of a token whose signature checked, once its claims
+    /// hold at `now` for `audience`: PyJWT's default claim validation with
+    /// leeway 0, in its order, then a non-empty subject.
+    pub(crate) fn check(
+        &self,
+        audience: Option<&str>,
+        now: SystemTime,
+    ) -> Result<String, AuthError> {
+        self.check_claims(audience, now)?;
+        self.subject
+            .clone()
+            .ok_or_else(|| InvalidToken::Subject.into())
+    }
+
+    fn check_claims(&self, audience: Option<&str>, now: SystemTime) -> Result<(), InvalidToken> {
+        let now = match now.duration_since(UNIX_EPOCH) {
+            Ok(d) => d.as_secs_f64(),
+            Err(e) => -e.duration().as_secs_f64(),
+        };
+        if audience.is_some() && self.audience.is_none() {
+            return Err(InvalidToken::Audience);
+        }
+        if let Some(iat) = self.issued_at {
+            let iat = iat.ok_or(InvalidToken::BadTimeClaim)?;
+            if iat as f64 > now {
+                return Err(InvalidToken::Immature);
+            }
+        }
+        if let Some(nbf) = self.not_before {
+            let nbf = nbf.ok_or(InvalidToken::BadTimeClaim)?;
+            if nbf as f64 > now {
+                return Err(InvalidToken::Immature);
+            }
+        }
+        if let Some(exp) = self.expires {
+            let exp = exp.ok_or(InvalidToken::BadTimeClaim)?;
+            if exp as f64 <= now {
+                return Err(InvalidToken::Expired);
+            }
+        }
+        check_audience(self.audience.as_ref().filter(|v| truthy(v)), audience)?;
+        if self.subject_not_text {
+            return Err(InvalidToken::Subject);
+        }
+        if self.id_not_text {
+            return Err(InvalidToken::Malformed);
+        }
+        Ok(())
     }
 }
 
@@ -138,48 +211,6 @@ fn signature_only() -> Validation {
     validation.validate_aud = false;
     validation.leeway = 0;
     validation
-}
-
-/// PyJWT's default claim validation with leeway 0, in its order.
-fn check_claims(
-    claims: &Map<String, Value>,
-    audience: Option<&str>,
-    now: SystemTime,
-) -> Result<(), InvalidToken> {
-    let now = match now.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs_f64(),
-        Err(e) => -e.duration().as_secs_f64(),
-    };
-    let aud = claims.get("aud").filter(|v| !v.is_null());
-    if audience.is_some() && aud.is_none() {
-        return Err(InvalidToken::Audience);
-    }
-    if let Some(iat) = claims.get("iat") {
-        let iat = python_int(iat).ok_or(InvalidToken::BadTimeClaim)?;
-        if iat as f64 > now {
-            return Err(InvalidToken::Immature);
-        }
-    }
-    if let Some(nbf) = claims.get("nbf") {
-        let nbf = python_int(nbf).ok_or(InvalidToken::BadTimeClaim)?;
-        if nbf as f64 > now {
-            return Err(InvalidToken::Immature);
-        }
-    }
-    if let Some(exp) = claims.get("exp") {
-        let exp = python_int(exp).ok_or(InvalidToken::BadTimeClaim)?;
-        if exp as f64 <= now {
-            return Err(InvalidToken::Expired);
-        }
-    }
-    check_audience(aud.filter(|v| truthy(v)), audience)?;
-    if claims.get("sub").is_some_and(|v| !v.is_string()) {
-        return Err(InvalidToken::Subject);
-    }
-    if claims.get("jti").is_some_and(|v| !v.is_string()) {
-        return Err(InvalidToken::Malformed);
-    }
-    Ok(())
 }
 
 /// PyJWT's non-strict audience check: the claim is a string or a list of strings and
@@ -243,5 +274,93 @@ fn truthy(value: &Value) -> bool {
         Value::String(s) => !s.is_empty(),
         Value::Array(a) => !a.is_empty(),
         Value::Object(o) => !o.is_empty(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// PyJWT's order: a missing audience first when one is expected, then
+    /// `iat`, `nbf`, `exp` (each its type, then its time), the audience,
+    /// `sub`'s type, `jti`'s type, and last a non-empty subject.
+    #[test]
+    fn claims_are_checked_in_pyjwts_order() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000);
+        for (claims, audience, expected) in [
+            (
+                json!({"sub": "a", "iat": "x"}),
+                Some("svc"),
+                Err(InvalidToken::Audience),
+            ),
+            (
+                json!({"sub": "a", "iat": "x", "exp": 1}),
+                None,
+                Err(InvalidToken::BadTimeClaim),
+            ),
+            (
+                json!({"sub": "a", "iat": 2000, "nbf": "x"}),
+                None,
+                Err(InvalidToken::Immature),
+            ),
+            (
+                json!({"sub": "a", "nbf": 2000, "exp": 1}),
+                None,
+                Err(InvalidToken::Immature),
+            ),
+            (
+                json!({"sub": "a", "exp": 1000, "aud": "svc"}),
+                None,
+                Err(InvalidToken::Expired),
+            ),
+            (
+                json!({"sub": "a", "exp": 1001, "aud": "svc"}),
+                None,
+                Err(InvalidToken::Audience),
+            ),
+            (json!({"sub": "a", "aud": ""}), None, Ok("a")),
+            (
+                json!({"sub": "a", "aud": ["x", "svc"]}),
+                Some("svc"),
+                Ok("a"),
+            ),
+            (
+                json!({"sub": 5, "jti": 5}),
+                None,
+                Err(InvalidToken::Subject),
+            ),
+            (
+                json!({"sub": "a", "jti": 5}),
+                None,
+                Err(InvalidToken::Malformed),
+            ),
+            (json!({"sub": ""}), None, Err(InvalidToken::Subject)),
+            (
+                json!({"iat": true, "exp": "1001"}),
+                None,
+                Err(InvalidToken::Subject),
+            ),
+            (
+                json!({"sub": "a", "iat": 999.9, "exp": " 1001 "}),
+                None,
+                Ok("a"),
+            ),
+        ] {
+            let Value::Object(map) = &claims else {
+                unreachable!("every case is an object")
+            };
+            let got = TimedClaims::of(map).check(audience, now);
+            match (&got, expected) {
+                (Ok(sub), Ok(want)) => assert_eq!(sub, want, "{claims}"),
+                (Err(AuthError::Invalid(reason)), Err(want)) => {
+                    assert_eq!(*reason, want, "{claims}");
+                }
+                _ => panic!("{claims}: got {got:?}, expected {expected:?}"),
+            }
+        }
     }
 }

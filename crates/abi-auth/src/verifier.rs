@@ -7,10 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use serde_json::{Map, Value};
-
 use crate::AuthError;
-use crate::claims::{check_verified, verify_signature};
+use crate::claims::{TimedClaims, verify_signature};
 
 /// How many tokens a [`Verifier`] remembers before it forgets them all (a
 /// module holds one token at a time; a service sees one per caller).
@@ -22,7 +20,7 @@ pub const REMEMBERED_TOKENS: usize = 4096;
 /// and only for the very same token text. Shared by reference between tasks.
 pub struct Verifier {
     secret: String,
-    verified: Mutex<HashMap<String, Arc<Map<String, Value>>>>,
+    verified: Mutex<HashMap<String, Arc<TimedClaims>>>,
 }
 
 impl std::fmt::Debug for Verifier {
@@ -70,7 +68,7 @@ impl Verifier {
         let claims = match known {
             Some(claims) => claims,
             None => {
-                let claims = Arc::new(verify_signature(token, &self.secret)?);
+                let claims = Arc::new(TimedClaims::of(&verify_signature(token, &self.secret)?));
                 if let Ok(mut verified) = self.verified.lock() {
                     if verified.len() >= REMEMBERED_TOKENS {
                         verified.clear();
@@ -80,7 +78,7 @@ impl Verifier {
                 claims
             }
         };
-        check_verified(&claims, audience, now)
+        claims.check(audience, now)
     }
 }
 
