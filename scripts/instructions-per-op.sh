@@ -4,8 +4,11 @@
 # Unlike CPU time, the count does not move with the VM's speed or its
 # neighbours, so a change of a few per cent shows in one run of each build.
 #
-# Usage: scripts/instructions-per-op.sh [put|get] [ABI_DOCUMENTS_BINARY]
+# Usage: scripts/instructions-per-op.sh [put|get|job-put] [ABI_DOCUMENTS_BINARY]
 #   put|get               the phase counted (default put)
+#   job-put               the puts of job runs' records, from `abi-bench jobs`'
+#                         max_concurrency 64 cell (bigger documents, and most of
+#                         them updates, which index the old row and the new)
 #   ABI_DOCUMENTS_BINARY  the build measured (default target/release/abi-documents)
 #
 # Needs valgrind (Debian: apt-get install valgrind) and the release build of
@@ -18,10 +21,10 @@ phase=${1:-put}
 root=$(cd "$(dirname "$0")/.." && pwd)
 binary=$(realpath "${2:-$root/target/release/abi-documents}")
 case $phase in
-put) counted='writer::write_document' ;;
+put | job-put) counted='writer::write_document' ;;
 get) counted='ops::Shared::get(_encoded)?' ;;
 *)
-    echo "usage: $0 [put|get] [ABI_DOCUMENTS_BINARY]" >&2
+    echo "usage: $0 [put|get|job-put] [ABI_DOCUMENTS_BINARY]" >&2
     exit 2
     ;;
 esac
@@ -48,11 +51,19 @@ exec valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$work/cg.
 EOF
 chmod +x "$work/abi-documents"
 
-"$root/target/release/abi-bench" documents --quick --skip-postgres --skip-reference \
-    --duration-secs 6 --repeats 1 --documents-bin "$work/abi-documents" \
-    >"$work/bench.out" 2>"$work/bench.err" &
+if [ "$phase" = job-put ]; then
+    started='JobHost (Rust): throughput at max_concurrency 64'
+    "$root/target/release/abi-bench" jobs --quick --skip-reference --triggers 3000 \
+        --repeats 1 --documents-bin "$work/abi-documents" \
+        >"$work/bench.out" 2>"$work/bench.err" &
+else
+    started="$phase throughput"
+    "$root/target/release/abi-bench" documents --quick --skip-postgres --skip-reference \
+        --duration-secs 6 --repeats 1 --documents-bin "$work/abi-documents" \
+        >"$work/bench.out" 2>"$work/bench.err" &
+fi
 bench=$!
-until grep -q "$phase throughput" "$work/bench.err" 2>/dev/null; do
+until grep -q "$started" "$work/bench.err" 2>/dev/null; do
     kill -0 "$bench" 2>/dev/null || {
         echo "abi-bench stopped early:" >&2
         tail -5 "$work/bench.err" >&2
@@ -75,4 +86,4 @@ ops=$(callgrind_annotate --inclusive=yes --tree=calling "$profile" 2>/dev/null |
     grep -E "> .*$counted \(" | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d , | sort -n | tail -1)
 # KEEP_PROFILE=<file> keeps the callgrind profile for callgrind_annotate.
 [ -n "${KEEP_PROFILE:-}" ] && cp "$profile" "$KEEP_PROFILE"
-echo "$phase: $total instructions over $ops operations: $((total / ops)) per $phase ($binary)"
+echo "$phase: $total instructions over $ops operations: $((total / ops)) per ${phase#job-} ($binary)"

@@ -98,16 +98,45 @@ impl From<Scalar<'_>> for Json {
     }
 }
 
-/// The members of the JSON object `text`, in order: each key (decoded) and
-/// where its value's text lies in `text`, without building the values. The
-/// whole text is checked as [`parse`] checks it. A repeated key appears
-/// each time; [`parse`] keeps the last.
+/// One member of an object read by [`object_members`]: where its key and
+/// its value lie in the text it was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The key's text between its quotes, escapes not decoded.
+    pub key: Range<usize>,
+    /// Whether the key's text holds an escape (it is then not the key as is).
+    pub escaped: bool,
+    /// The value's text.
+    pub value: Range<usize>,
+}
+
+impl Member {
+    /// Whether this member's key, decoded, is `key`; `text` is the text the
+    /// member was read from (any other text answers false or by chance).
+    pub fn has_key(&self, text: &str, key: &str) -> bool {
+        let Some(raw) = text.get(self.key.clone()) else {
+            return false;
+        };
+        if !self.escaped {
+            return raw == key;
+        }
+        // Rare: decode the key (it was checked when it was read).
+        let mut parser = Parser::new(text);
+        parser.pos = self.key.start.saturating_sub(1);
+        parser.string().is_ok_and(|decoded| decoded == key)
+    }
+}
+
+/// The members of the JSON object `text`, in order: where each key and
+/// each value lie, without decoding keys or building values (nothing is
+/// allocated but the list). The whole text is checked as [`parse`] checks
+/// it. A repeated key appears each time; [`parse`] keeps the last.
 ///
 /// # Errors
 ///
 /// [`JsonError`] when `text` is not JSON, or is JSON but not an object (at
 /// offset 0 then, after any whitespace).
-pub fn object_members(text: &str) -> Result<Vec<(String, Range<usize>)>, JsonError> {
+pub fn object_members(text: &str) -> Result<Vec<Member>, JsonError> {
     let mut parser = Parser::new(text);
     parser.whitespace();
     if parser.bytes.get(parser.pos) != Some(&b'{') {
@@ -180,9 +209,10 @@ impl<'a> Parser<'a> {
     }
 
     /// [`object_members`]'s walk of the object at `pos`.
-    fn members(&mut self) -> Result<Vec<(String, Range<usize>)>, JsonError> {
+    fn members(&mut self) -> Result<Vec<Member>, JsonError> {
         self.pos += 1;
-        let mut found = Vec::new();
+        // A stored document has a few dozen members at most.
+        let mut found = Vec::with_capacity(16);
         self.whitespace();
         if self.bytes.get(self.pos) == Some(&b'}') {
             self.pos += 1;
@@ -195,16 +225,8 @@ impl<'a> Parser<'a> {
             }
             let key_at = self.pos;
             self.skip_string()?;
-            let raw_key = &self.text[key_at + 1..self.pos - 1];
-            let key = if raw_key.contains('\\') {
-                let end = self.pos;
-                self.pos = key_at;
-                let decoded = self.string()?.into_owned();
-                self.pos = end;
-                decoded
-            } else {
-                raw_key.to_owned()
-            };
+            let key = key_at + 1..self.pos - 1;
+            let escaped = self.bytes[key.clone()].contains(&b'\\');
             self.whitespace();
             if self.bytes.get(self.pos) != Some(&b':') {
                 return Err(self.error());
@@ -213,7 +235,11 @@ impl<'a> Parser<'a> {
             self.whitespace();
             let value_at = self.pos;
             self.skip_value(1)?;
-            found.push((key, value_at..self.pos));
+            found.push(Member {
+                key,
+                escaped,
+                value: value_at..self.pos,
+            });
             self.whitespace();
             match self.bytes.get(self.pos) {
                 Some(b',') => self.pos += 1,
@@ -479,10 +505,17 @@ mod tests {
         ];
         let member = |text: &'static str, key: &str| {
             object_members(text).map(|members| {
-                let last = members.into_iter().rev().find(|(k, _)| k == key);
-                last.map(|(_, at)| &text[at])
+                let last = members.into_iter().rev().find(|m| m.has_key(text, key));
+                last.map(|m| &text[m.value])
             })
         };
+        // A member asked about another text never panics.
+        let stray = Member {
+            key: 10..20,
+            escaped: false,
+            value: 22..23,
+        };
+        assert!(!stray.has_key("{}", "a"));
         for (text, key, want) in table {
             let got = member(text, key).map_err(drop);
             assert_eq!(got, want, "{text} / {key}");

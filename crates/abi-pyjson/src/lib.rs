@@ -22,5 +22,5 @@ mod unprintable;
 pub use cursor::{Cursor, Next, Scalar};
 pub use dumps::{dumps, dumps_default, json_string, write_json_string};
 pub use float::{exact_integer_text, python_repr, repr_integer_text};
-pub use json::{Json, JsonError, object_members, parse};
+pub use json::{Json, JsonError, Member, object_members, parse};
 pub use repr::python_str_repr;

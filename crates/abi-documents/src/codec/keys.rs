@@ -105,7 +105,7 @@ fn integer_json(text: String) -> Json {
 /// once per index expression: several times).
 struct Members {
     text: String,
-    members: Vec<(String, std::ops::Range<usize>)>,
+    members: Vec<abi_pyjson::Member>,
     /// Shared with SQLite's calls: an answer given again is not copied.
     answers: Vec<(String, Option<Rc<str>>)>,
 }
@@ -164,10 +164,11 @@ pub fn sqlite_field_bytes(raw: &[u8], key: &str) -> Result<Option<Rc<str>>, Stri
         if let Some((_, answer)) = known.answers.iter().find(|(k, _)| k == key) {
             return Ok(Some(answer.clone()));
         }
-        let answer = match known.members.iter().rev().find(|(k, _)| k == key) {
+        let text = &known.text;
+        let answer = match known.members.iter().rev().find(|m| m.has_key(text, key)) {
             None => None,
-            Some((_, at)) => Some(Rc::from(dumps(
-                &json::parse(&known.text[at.clone()])
+            Some(member) => Some(Rc::from(dumps(
+                &json::parse(&text[member.value.clone()])
                     .map_err(|e| format!("document_field: {e}"))?,
             ))),
         };

@@ -221,20 +221,20 @@ fn decode_members(members: BTreeMap<String, Json>) -> Result<Data, DocumentError
 /// datetimes (microseconds, UTC) and keys go through unchanged; only floats
 /// move (`-0.0` is stored as `0.0`, and the integral-float quirk of
 /// [`decode`]).
-pub fn as_stored(data: Data) -> Data {
-    data.into_iter()
-        .map(|(key, value)| (key, value_as_stored(value)))
-        .collect()
+pub fn as_stored(mut data: Data) -> Data {
+    // In place: only floats change, so the map is not rebuilt.
+    data.values_mut().for_each(make_stored);
+    data
 }
 
-fn value_as_stored(value: Value) -> Value {
+fn make_stored(value: &mut Value) {
     match value {
         // A float pattern compares with `==`: `-0.0` matches too.
-        Value::Float(0.0) => Value::Float(0.0),
-        Value::Float(x) => decode_float(x),
-        Value::List(items) => Value::List(items.into_iter().map(value_as_stored).collect()),
-        Value::Object(data) => Value::Object(as_stored(data)),
-        other => other,
+        Value::Float(0.0) => *value = Value::Float(0.0),
+        Value::Float(x) => *value = decode_float(*x),
+        Value::List(items) => items.iter_mut().for_each(make_stored),
+        Value::Object(data) => data.values_mut().for_each(make_stored),
+        _ => {}
     }
 }
 
