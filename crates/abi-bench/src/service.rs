@@ -26,6 +26,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Interval between readiness probes of our service.
 const PROBE_INTERVAL: Duration = Duration::from_millis(50);
+/// How long a served target waits, on SIGTERM, for its last messages to
+/// reach the server: well within [`STOP_TIMEOUT`], so a target whose
+/// nats-server is gone still exits on its own.
+const EXIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A running service process.
 #[derive(Debug)]
@@ -311,4 +315,19 @@ pub fn workspace_root() -> PathBuf {
         .ancestors()
         .nth(2)
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Flushes `nats` before a served target exits, giving up after
+/// [`EXIT_FLUSH_TIMEOUT`]: with its server gone a flush waits for a
+/// reconnect that never comes, and the target must still stop.
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping it only stops waiting for the flush.
+pub async fn flush_before_exit(nats: &Client) {
+    match tokio::time::timeout(EXIT_FLUSH_TIMEOUT, nats.flush()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("flush before exit failed: {e}"),
+        Err(_) => eprintln!("flush before exit gave up after {EXIT_FLUSH_TIMEOUT:?}"),
+    }
 }

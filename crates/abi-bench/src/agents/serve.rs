@@ -120,7 +120,7 @@ async fn raw_floor(url: &str) -> anyhow::Result<()> {
             }
         }
     }
-    nats.flush().await?;
+    crate::service::flush_before_exit(&nats).await;
     Ok(())
 }
 

@@ -133,7 +133,7 @@ pub async fn run(kind: &str, url: &str, steps: u32) -> anyhow::Result<()> {
         }
         other => bail!("unknown target {other:?} (ours, raw, records4, records2, records2c)"),
     }
-    nats.flush().await?;
+    crate::service::flush_before_exit(&nats).await;
     Ok(())
 }
 

@@ -121,3 +121,43 @@ fn count(cell: &str, label: &str) -> Option<f64> {
         .unwrap_or(rest.len());
     rest[..end].parse().ok()
 }
+
+/// A served target stops on SIGTERM even with its nats-server gone: its last
+/// flush gives up instead of waiting for a reconnect that never comes.
+#[tokio::test]
+async fn served_floor_stops_on_sigterm_with_its_server_gone() {
+    use tokio::io::AsyncBufReadExt as _;
+
+    let mut nats = abi_test_support::NatsServer::start().await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_abi-bench"))
+        .args(["agents", "--serve", "raw", &nats.url()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start abi-bench agents --serve raw");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let ready = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.expect("read stdout") {
+            if line.trim() == "ready" {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(ready, Ok(true), "the floor never printed ready");
+
+    nats.stop();
+    let pid = child.id().expect("pid").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill -TERM {pid}");
+    let exited = tokio::time::timeout(std::time::Duration::from_secs(8), child.wait()).await;
+    let status = exited
+        .expect("still running 8 s after SIGTERM with its server gone")
+        .expect("wait for the floor");
+    assert!(status.success(), "the floor exited with {status}");
+}
