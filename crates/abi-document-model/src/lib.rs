@@ -13,6 +13,7 @@
 //! other than [`Datetime::now`], no tokio.
 
 pub mod datetime;
+pub mod decode;
 pub mod encode;
 pub mod error;
 pub mod pb;

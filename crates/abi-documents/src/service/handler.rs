@@ -7,8 +7,9 @@
 
 use std::sync::Arc;
 
+use abi_document_model::decode::{IncomingPut, IncomingPutMany};
 use abi_document_model::pb::{
-    data_from_pb_owned, document_to_pb, order_from_pb, spec_from_pb, spec_to_pb, where_from_pb,
+    document_to_pb, order_from_pb, spec_from_pb, spec_to_pb, where_from_pb,
 };
 use abi_document_model::validate::{
     validate_data, validate_max_bytes, validate_name, validate_query, validate_spec,
@@ -187,7 +188,14 @@ impl<S: DocumentStore> Handler<S> {
             Op::DropCollection => self.serve(request, Self::drop_collection).await,
             Op::Collections => self.serve(request, Self::collections).await,
             Op::CollectionSpec => self.serve(request, Self::collection_spec).await,
-            Op::Put => self.serve(request, Self::put).await,
+            Op::Put => {
+                self.serve_decoded::<pb::PutRequest, _, _, _, _>(
+                    request,
+                    IncomingPut::decode,
+                    Self::put,
+                )
+                .await
+            }
             Op::Get => self.serve(request, Self::get).await,
             Op::Delete => self.serve(request, Self::delete).await,
             Op::Find => self.serve(request, Self::find).await,
@@ -196,7 +204,14 @@ impl<S: DocumentStore> Handler<S> {
             // Boxed: these two hold several operations' futures at once,
             // and inline they would size every request's task for them.
             Op::Batch => Box::pin(self.serve(request, Self::batch)).await,
-            Op::PutMany => Box::pin(self.serve(request, Self::put_many)).await,
+            Op::PutMany => {
+                Box::pin(self.serve_decoded::<pb::PutManyRequest, _, _, _, _>(
+                    request,
+                    IncomingPutMany::decode,
+                    Self::put_many,
+                ))
+                .await
+            }
         }
     }
 
@@ -206,6 +221,25 @@ impl<S: DocumentStore> Handler<S> {
     where
         R: DocumentRpc,
         F: FnOnce(&'h Self, Call, R) -> Fut,
+        Fut: Future<Output = Result<Out, DocumentError>>,
+        Out: Encode,
+    {
+        self.serve_decoded::<R, R, F, Fut, Out>(request, |body| R::decode(body), op)
+            .await
+    }
+
+    /// [`Self::serve`], the request decoded by `decode` into `D` (a put read
+    /// straight into the model) rather than into the message `R` whose
+    /// answer a refusal takes.
+    async fn serve_decoded<'h, R, D, F, Fut, Out>(
+        &'h self,
+        request: Request<'_>,
+        decode: fn(&[u8]) -> Result<D, prost::DecodeError>,
+        op: F,
+    ) -> Answer
+    where
+        R: DocumentRpc,
+        F: FnOnce(&'h Self, Call, D) -> Fut,
         Fut: Future<Output = Result<Out, DocumentError>>,
         Out: Encode,
     {
@@ -245,7 +279,7 @@ impl<S: DocumentStore> Handler<S> {
                 Err(err) => return refusal::<R>(err.code, err.code.as_str()),
             },
         };
-        let decoded = match R::decode(body) {
+        let decoded = match decode(body) {
             Ok(decoded) => decoded,
             Err(error) => {
                 let message = format!("Malformed protobuf: {error}");
@@ -362,7 +396,7 @@ impl<S: DocumentStore> Handler<S> {
         })
     }
 
-    async fn put(&self, call: Call, r: pb::PutRequest) -> Result<DocumentReply, DocumentError> {
+    async fn put(&self, call: Call, r: IncomingPut) -> Result<DocumentReply, DocumentError> {
         let put = self.checked_put(&call, r)?;
         if let Some(limit) = call.max_payload
             && !reply_surely_fits(call.request_bytes, limit)
@@ -401,10 +435,11 @@ impl<S: DocumentStore> Handler<S> {
     }
 
     /// A put checked as the reference checks it, in its order.
-    fn checked_put(&self, call: &Call, r: pb::PutRequest) -> Result<CheckedPut, DocumentError> {
-        validate_name(&r.namespace)?;
-        self.check_write(call, &r.namespace)?;
-        let data = data_from_pb_owned(r.data.unwrap_or_default())?;
+    fn checked_put(&self, call: &Call, mut put: IncomingPut) -> Result<CheckedPut, DocumentError> {
+        validate_name(&put.request.namespace)?;
+        self.check_write(call, &put.request.namespace)?;
+        let data = put.take_body()?;
+        let r = put.request;
         validate_data(&data, None)?;
         validate_version(r.if_version)?;
         validate_name(&r.collection)?;
@@ -426,11 +461,11 @@ impl<S: DocumentStore> Handler<S> {
     async fn put_many(
         &self,
         call: Call,
-        r: pb::PutManyRequest,
+        r: IncomingPutMany,
     ) -> Result<pb::PutManyResponse, DocumentError> {
         check_count("a put_many request", "puts", r.puts.len())?;
         let mut named = std::collections::HashSet::with_capacity(r.puts.len());
-        for put in &r.puts {
+        for put in r.puts.iter().map(|put| &put.request) {
             if !named.insert((&put.namespace, &put.collection, &put.id)) {
                 return Err(DocumentError::InvalidArgument(format!(
                     "a put_many request writes document {:?} twice: send the second in another request",
@@ -501,7 +536,7 @@ impl<S: DocumentStore> Handler<S> {
     fn batch_write(&self, call: &Call, write: pb::BatchWrite) -> Result<Write, DocumentError> {
         use pb::batch_write::Write as W;
         match write.write {
-            Some(W::Put(r)) => Ok(self.checked_put(call, r)?.into()),
+            Some(W::Put(r)) => Ok(self.checked_put(call, r.into())?.into()),
             Some(W::Delete(r)) => {
                 validate_name(&r.namespace)?;
                 self.check_write(call, &r.namespace)?;
