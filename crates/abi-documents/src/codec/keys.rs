@@ -110,10 +110,39 @@ struct Members {
     answers: Vec<(String, Option<Rc<str>>)>,
 }
 
+/// The documents [`sqlite_field`] knows the members of on this thread
+/// (SQLite calls it on the thread running the statement).
+struct Known {
+    /// The one being written, told by [`expect_written`]: an update's
+    /// index expressions read the old row and the new one, and the old
+    /// must not push the new out.
+    written: Option<Members>,
+    /// The one read last.
+    last: Option<Members>,
+}
+
 thread_local! {
-    /// The document [`sqlite_field`] read last on this thread (SQLite calls
-    /// it on the thread running the statement).
-    static LAST_DOCUMENT: std::cell::RefCell<Option<Members>> = const { std::cell::RefCell::new(None) };
+    static LAST_DOCUMENT: std::cell::RefCell<Known> =
+        const { std::cell::RefCell::new(Known { written: None, last: None }) };
+}
+
+/// Tells [`sqlite_field`] on this thread that the statements about to run
+/// write `text`, whose top-level members are `members` (as
+/// [`crate::codec::stored_text_and_members`] noted them), so the index
+/// expressions over the new row need not parse it.
+pub fn expect_written(text: &str, members: Vec<abi_pyjson::Member>) {
+    LAST_DOCUMENT.with(|known| {
+        let mut known = known.borrow_mut();
+        // The text's buffer is reused from one put to the next.
+        let mut reused = known.written.take().map(|m| m.text).unwrap_or_default();
+        reused.clear();
+        reused.push_str(text);
+        known.written = Some(Members {
+            text: reused,
+            members,
+            answers: Vec::new(),
+        });
+    });
 }
 
 /// What `document_field(data, key)` returns: the canonical text of the
@@ -143,22 +172,29 @@ pub fn sqlite_field_bytes(raw: &[u8], key: &str) -> Result<Option<Rc<str>>, Stri
     // expression), a find once per field per row, each time on the same
     // document: its members are found once and kept for the next call, and
     // only the member asked for is parsed, once.
-    let found = LAST_DOCUMENT.with(|last| -> Result<Option<Option<Rc<str>>>, String> {
-        let mut last = last.borrow_mut();
-        if last
-            .as_ref()
-            .is_none_or(|known| known.text.as_bytes() != raw)
-        {
-            let text = utf8(raw)?;
-            *last = abi_pyjson::object_members(text)
-                .ok()
-                .map(|members| Members {
-                    text: text.to_owned(),
-                    members,
-                    answers: Vec::new(),
-                });
-        }
-        let Some(known) = last.as_mut() else {
+    let found = LAST_DOCUMENT.with(|known| -> Result<Option<Option<Rc<str>>>, String> {
+        let Known { written, last } = &mut *known.borrow_mut();
+        let is = |members: &Option<Members>| {
+            members
+                .as_ref()
+                .is_some_and(|known| known.text.as_bytes() == raw)
+        };
+        let slot = if is(written) {
+            written
+        } else {
+            if !is(last) {
+                let text = utf8(raw)?;
+                *last = abi_pyjson::object_members(text)
+                    .ok()
+                    .map(|members| Members {
+                        text: text.to_owned(),
+                        members,
+                        answers: Vec::new(),
+                    });
+            }
+            last
+        };
+        let Some(known) = slot.as_mut() else {
             return Ok(None);
         };
         if let Some((_, answer)) = known.answers.iter().find(|(k, _)| k == key) {
@@ -273,6 +309,27 @@ pub fn sqlite_bytes_key(encoded: Option<&str>) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_written_document_is_answered_from_its_noted_members_beside_the_old_row() {
+        let (new, old) = (r#"{"a":1,"b":"x"}"#, r#"{"a":2}"#);
+        let members = abi_pyjson::object_members(new).unwrap();
+        expect_written(new, members.clone());
+        // An update's index expressions: the old row, then the new, twice.
+        for _ in 0..2 {
+            assert_eq!(sqlite_field(old, "a").unwrap().as_deref(), Some("2"));
+            assert_eq!(sqlite_field(new, "a").unwrap().as_deref(), Some("1"));
+            assert_eq!(sqlite_field(new, "b").unwrap().as_deref(), Some("\"x\""));
+            assert_eq!(sqlite_field(new, "c").unwrap(), None);
+        }
+        // The noted members are what answers: noted wrong, answered wrong.
+        let mut wrong = members;
+        wrong[0].value = wrong[1].value.clone();
+        expect_written(new, wrong);
+        assert_eq!(sqlite_field(old, "a").unwrap().as_deref(), Some("2"));
+        assert_eq!(sqlite_field(new, "a").unwrap().as_deref(), Some("\"x\""));
+    }
 
     #[test]
     fn a_field_reads_as_the_whole_parse_reads_it() {

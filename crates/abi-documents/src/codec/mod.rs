@@ -14,14 +14,14 @@ pub use abi_pyjson::{
 pub use cursor::{CursorKey, INVALID_CURSOR, fingerprint, next_cursor, read_cursor};
 pub use decimal::compare_numeric_text;
 pub use keys::{
-    ValueKind, base64_decode, equality_key, number_text, sqlite_bytes_key, sqlite_field,
-    sqlite_field_bytes, sqlite_json_key, sqlite_legacy_json_key, sqlite_numeric_text,
+    ValueKind, base64_decode, equality_key, expect_written, number_text, sqlite_bytes_key,
+    sqlite_field, sqlite_field_bytes, sqlite_json_key, sqlite_legacy_json_key, sqlite_numeric_text,
     value_json_key, value_sort_parts,
 };
 #[cfg(test)]
 pub(crate) use storage::tests::sample_values;
 pub use storage::{
     PAYLOAD, TAG, as_stored, decode, decode_data, encode, encode_data, storage_key, stored_text,
-    stored_value_text,
+    stored_text_and_members, stored_value_text,
 };
 pub use stored_pb::write_stored_data;

@@ -9,7 +9,7 @@ use base64::Engine;
 use std::fmt::Write as _;
 
 use abi_pyjson::repr_integer_text;
-use abi_pyjson::{Json, python_repr, write_json_string};
+use abi_pyjson::{Json, Member, python_repr, write_json_string};
 
 /// The tag key of an encoded datetime or bytes value.
 pub const TAG: &str = "$t";
@@ -65,6 +65,17 @@ pub fn stored_text(data: &Data) -> String {
     out
 }
 
+/// [`stored_text`], and where each top-level member lies in it: what
+/// [`abi_pyjson::object_members`] would find in the text, noted while it is
+/// written rather than parsed again (the index expressions of a put read
+/// the new row's members).
+pub fn stored_text_and_members(data: &Data) -> (String, Vec<Member>) {
+    let mut out = String::with_capacity(STORED_TEXT_CAPACITY);
+    let mut members = Vec::with_capacity(data.len());
+    write_members(&mut out, data, Some(&mut members));
+    (out, members)
+}
+
 /// `dumps(&encode(value))`: [`stored_text`] of one value.
 pub fn stored_value_text(value: &Value) -> String {
     let mut out = String::new();
@@ -76,6 +87,11 @@ pub fn stored_value_text(value: &Value) -> String {
 const STORED_TEXT_CAPACITY: usize = 256;
 
 fn write_data(out: &mut String, data: &Data) {
+    write_members(out, data, None);
+}
+
+/// [`write_data`], noting each member's place in `noted` when given.
+fn write_members(out: &mut String, data: &Data, mut noted: Option<&mut Vec<Member>>) {
     out.push('{');
     // Escaping a key keeps its place: keys starting with `$` all gain one,
     // which leaves their order among themselves and against the others as
@@ -84,13 +100,23 @@ fn write_data(out: &mut String, data: &Data) {
         if i > 0 {
             out.push(',');
         }
+        let key_start = out.len() + 1;
         if key.starts_with('$') {
             write_json_string(out, &format!("${key}"));
         } else {
             write_json_string(out, key);
         }
+        let key_end = out.len() - 1;
         out.push(':');
+        let value_start = out.len();
         write_value(out, item);
+        if let Some(noted) = noted.as_deref_mut() {
+            noted.push(Member {
+                key: key_start..key_end,
+                escaped: out.as_bytes()[key_start..key_end].contains(&b'\\'),
+                value: value_start..out.len(),
+            });
+        }
     }
     out.push('}');
 }
@@ -309,6 +335,28 @@ pub(crate) mod tests {
                 stored_text(&data),
                 abi_pyjson::dumps(&encode_data(&data)),
                 "row {n}"
+            );
+        }
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn members_noted_while_writing_are_the_ones_a_parse_finds() {
+        let values = sample_values();
+        let mut data = Data::new();
+        for (n, value) in values.iter().enumerate() {
+            // Keys escaped in JSON, keys gaining a `$`, plain keys.
+            for key in [format!("k{n}"), format!("$k{n}"), format!("é\"\\{n}")] {
+                data.insert(key, value.clone());
+            }
+        }
+        for data in [Data::new(), data] {
+            let (text, members) = stored_text_and_members(&data);
+            assert_eq!(text, stored_text(&data));
+            assert_eq!(
+                members,
+                abi_pyjson::object_members(&text).unwrap(),
+                "{text}"
             );
         }
     }

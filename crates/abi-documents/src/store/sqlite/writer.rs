@@ -54,16 +54,23 @@ pub struct Prepared {
     /// A put's data as stored ([`crate::codec::stored_text`]); empty for a
     /// delete.
     pub raw: String,
+    /// Where each top-level member of `raw` lies, for the index
+    /// expressions' [`crate::codec::sqlite_field`]; empty for a delete.
+    pub members: Vec<abi_pyjson::Member>,
 }
 
 impl Prepared {
     /// `write` with its stored JSON.
     pub fn new(write: Write) -> Self {
-        let raw = match &write {
-            Write::Put { data, .. } => crate::codec::stored_text(data),
-            Write::Delete { .. } => String::new(),
+        let (raw, members) = match &write {
+            Write::Put { data, .. } => crate::codec::stored_text_and_members(data),
+            Write::Delete { .. } => (String::new(), Vec::new()),
         };
-        Self { write, raw }
+        Self {
+            write,
+            raw,
+            members,
+        }
     }
 }
 
@@ -185,18 +192,22 @@ fn write_document(
             id,
             data,
             if_version,
-        } => shared
-            .put(
-                conn,
-                specs,
-                namespace,
-                collection,
-                id,
-                std::mem::take(data),
-                &prepared.raw,
-                *if_version,
-            )
-            .map(|d| WriteOutput::Document(Box::new(d))),
+        } => {
+            // The index expressions read the new row: its members are known.
+            crate::codec::expect_written(&prepared.raw, std::mem::take(&mut prepared.members));
+            shared
+                .put(
+                    conn,
+                    specs,
+                    namespace,
+                    collection,
+                    id,
+                    std::mem::take(data),
+                    &prepared.raw,
+                    *if_version,
+                )
+                .map(|d| WriteOutput::Document(Box::new(d)))
+        }
         Write::Delete {
             namespace,
             collection,
