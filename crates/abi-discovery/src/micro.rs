@@ -245,9 +245,9 @@ enum Verb {
 impl Verb {
     fn as_str(self) -> &'static str {
         match self {
-            Verb::Ping => "PING",
-            Verb::Info => "INFO",
-            Verb::Stats => "STATS",
+            Verb::Ping => abi_wire::discovery::micro_verb::PING,
+            Verb::Info => abi_wire::discovery::micro_verb::INFO,
+            Verb::Stats => abi_wire::discovery::micro_verb::STATS,
         }
     }
 }

@@ -173,7 +173,17 @@ pub const DEFAULT_ADMIN_IDENTITIES: [&str; 2] = ["api", "engine"];
 /// unconfigured owner and module meet.
 pub const DEFAULT_PROJECT: &str = "default";
 
-/// The NATS micro-service discovery subjects for `verb` (`PING`, `INFO`, `STATS`):
+/// The NATS micro-service discovery verbs a service answers.
+pub mod micro_verb {
+    /// `$SRV.PING`: who is there.
+    pub const PING: &str = "PING";
+    /// `$SRV.INFO`: the service's endpoints.
+    pub const INFO: &str = "INFO";
+    /// `$SRV.STATS`: the endpoints' counts.
+    pub const STATS: &str = "STATS";
+}
+
+/// The NATS micro-service discovery subjects for `verb` (one of [`micro_verb`]):
 /// `$SRV.<verb>`, `$SRV.<verb>.<name>` and `$SRV.<verb>.<name>.<id>`.
 pub fn micro(verb: &str, name: &str, id: &str) -> [String; 3] {
     [

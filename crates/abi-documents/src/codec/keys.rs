@@ -122,7 +122,8 @@ struct Known {
 }
 
 thread_local! {
-    static LAST_DOCUMENT: std::cell::RefCell<Known> =
+    /// What [`sqlite_field`] knows on this thread.
+    static KNOWN_DOCUMENTS: std::cell::RefCell<Known> =
         const { std::cell::RefCell::new(Known { written: None, last: None }) };
 }
 
@@ -131,7 +132,7 @@ thread_local! {
 /// [`crate::codec::stored_text_and_members`] noted them), so the index
 /// expressions over the new row need not parse it.
 pub fn expect_written(text: &str, members: Vec<abi_pyjson::Member>) {
-    LAST_DOCUMENT.with(|known| {
+    KNOWN_DOCUMENTS.with(|known| {
         let mut known = known.borrow_mut();
         // The text's buffer is reused from one put to the next.
         let mut reused = known.written.take().map(|m| m.text).unwrap_or_default();
@@ -148,8 +149,8 @@ pub fn expect_written(text: &str, members: Vec<abi_pyjson::Member>) {
 /// What `document_field(data, key)` returns: the canonical text of the
 /// stored document's top-level `key`, or `None` when it is missing.
 ///
-/// The members of the document this thread read last are kept
-/// ([`LAST_DOCUMENT`]).
+/// The members of the document this thread read last, and of the one it
+/// writes, are kept ([`KNOWN_DOCUMENTS`]).
 ///
 /// # Errors
 ///
@@ -161,7 +162,7 @@ pub fn sqlite_field(raw: &str, key: &str) -> Result<Option<Rc<str>>, String> {
 /// [`sqlite_field`] of the bytes SQLite hands over: the document this
 /// thread read last is recognised by its bytes, so its UTF-8 is checked
 /// once rather than once per index expression, and a member asked for
-/// again is answered from [`LAST_DOCUMENT`] without parsing it again.
+/// again is answered from [`KNOWN_DOCUMENTS`] without parsing it again.
 ///
 /// # Errors
 ///
@@ -172,7 +173,7 @@ pub fn sqlite_field_bytes(raw: &[u8], key: &str) -> Result<Option<Rc<str>>, Stri
     // expression), a find once per field per row, each time on the same
     // document: its members are found once and kept for the next call, and
     // only the member asked for is parsed, once.
-    let found = LAST_DOCUMENT.with(|known| -> Result<Option<Option<Rc<str>>>, String> {
+    let found = KNOWN_DOCUMENTS.with(|known| -> Result<Option<Option<Rc<str>>>, String> {
         let Known { written, last } = &mut *known.borrow_mut();
         let is = |members: &Option<Members>| {
             members
