@@ -9,7 +9,10 @@
 #   job-put               the puts of job runs' records, from `abi-bench jobs`'
 #                         max_concurrency 64 cell (bigger documents, and most of
 #                         them updates, which index the old row and the new)
-#   ABI_DOCUMENTS_BINARY  the build measured (default target/release/abi-documents)
+#   job-host              our job host's instructions per job run in that cell
+#                         (the whole process, counted per run of the bench's job)
+#   ABI_DOCUMENTS_BINARY  the build measured (default target/release/abi-documents;
+#                         for job-host, the abi-bench build whose host is counted)
 #
 # Needs valgrind (Debian: apt-get install valgrind) and the release build of
 # abi-bench (cargo build --release -p abi-bench -p abi-documents). Under
@@ -19,12 +22,17 @@ set -euo pipefail
 
 phase=${1:-put}
 root=$(cd "$(dirname "$0")/.." && pwd)
-binary=$(realpath "${2:-$root/target/release/abi-documents}")
+if [ "$phase" = job-host ]; then
+    binary=$(realpath "${2:-$root/target/release/abi-bench}")
+else
+    binary=$(realpath "${2:-$root/target/release/abi-documents}")
+fi
 case $phase in
 put | job-put) counted='writer::write_document' ;;
 get) counted='ops::Shared::get(_encoded)?' ;;
+job-host) counted='JobHandler>::call' ;;
 *)
-    echo "usage: $0 [put|get|job-put] [ABI_DOCUMENTS_BINARY]" >&2
+    echo "usage: $0 [put|get|job-put|job-host] [ABI_DOCUMENTS_BINARY]" >&2
     exit 2
     ;;
 esac
@@ -43,23 +51,34 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The bench starts the service through this wrapper, instrumentation off
+# The bench starts the service (for job-host, its own host, given the
+# binary and the host's flags) through this wrapper, instrumentation off
 # until the phase is under way.
-cat >"$work/abi-documents" <<EOF
+skip=
+[ "$phase" = job-host ] && skip='shift'
+cat >"$work/wrapper" <<EOF
 #!/bin/sh
+$skip
 exec valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$work/cg.%p "$binary" "\$@"
 EOF
-chmod +x "$work/abi-documents"
+chmod +x "$work/wrapper"
 
-if [ "$phase" = job-put ]; then
+if [ "$phase" = job-host ]; then
+    started='JobHost (Rust): throughput at max_concurrency 64'
+    # Enough triggers that the cell, run uninstrumented until counting
+    # starts, outlasts the count (a faster host ends 3,000 within a second).
+    "$binary" jobs --quick --skip-reference --triggers 6000 \
+        --repeats 1 --ours-wrapper "$work/wrapper" \
+        >"$work/bench.out" 2>"$work/bench.err" &
+elif [ "$phase" = job-put ]; then
     started='JobHost (Rust): throughput at max_concurrency 64'
     "$root/target/release/abi-bench" jobs --quick --skip-reference --triggers 3000 \
-        --repeats 1 --documents-bin "$work/abi-documents" \
+        --repeats 1 --documents-bin "$work/wrapper" \
         >"$work/bench.out" 2>"$work/bench.err" &
 else
     started="$phase throughput"
     "$root/target/release/abi-bench" documents --quick --skip-postgres --skip-reference \
-        --duration-secs 6 --repeats 1 --documents-bin "$work/abi-documents" \
+        --duration-secs 6 --repeats 1 --documents-bin "$work/wrapper" \
         >"$work/bench.out" 2>"$work/bench.err" &
 fi
 bench=$!
@@ -71,8 +90,8 @@ until grep -q "$started" "$work/bench.err" 2>/dev/null; do
     }
     sleep 0.2
 done
-# One second into the phase, four seconds counted.
-sleep 1
+# Half a second into the phase, four seconds counted.
+sleep 0.5
 callgrind_control -i on >/dev/null 2>&1
 sleep 4
 callgrind_control -d >/dev/null 2>&1
@@ -82,8 +101,10 @@ bench=
 
 profile=$(ls "$work"/cg.*.1)
 total=$(awk '/^totals:/ {print $2}' "$profile")
-ops=$(callgrind_annotate --inclusive=yes --tree=calling "$profile" 2>/dev/null |
-    grep -E "> .*$counted \(" | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d , | sort -n | tail -1)
 # KEEP_PROFILE=<file> keeps the callgrind profile for callgrind_annotate.
 [ -n "${KEEP_PROFILE:-}" ] && cp "$profile" "$KEEP_PROFILE"
-echo "$phase: $total instructions over $ops operations: $((total / ops)) per ${phase#job-} ($binary)"
+ops=$(callgrind_annotate --inclusive=yes --tree=calling "$profile" 2>/dev/null |
+    grep -E "> .*$counted \(" | sed -E 's/.*\(([0-9,]+)x\).*/\1/' | tr -d , | sort -n | tail -1)
+unit=${phase#job-}
+[ "$phase" = job-host ] && unit=run
+echo "$phase: $total instructions over $ops operations: $((total / ops)) per $unit ($binary)"

@@ -87,6 +87,11 @@ pub struct Args {
     /// The reference host script (default: crates/abi-bench/python/job_bench_peer.py).
     #[arg(long)]
     pub reference_script: Option<PathBuf>,
+    /// Start our host through this program, given this binary and the host's
+    /// flags as its arguments (`scripts/instructions-per-op.sh job-host`
+    /// passes a valgrind wrapper).
+    #[arg(long)]
+    pub ours_wrapper: Option<PathBuf>,
     /// Internal: serve one target's jobs on this NATS URL instead of measuring
     /// (as workflows of `--workflow-steps` steps).
     #[arg(long, hide = true, value_names = ["KIND", "NATS_URL"], num_args = 2)]
@@ -191,7 +196,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
         .await
         .context("connect to nats")?;
 
-    let raw_svc = serve::spawn_rust("raw", &platform.url(), 0).await?;
+    let raw_svc = serve::spawn_rust("raw", &platform.url(), 0, None).await?;
     let [raw] = measure_targets(
         &platform,
         &client,
@@ -215,7 +220,7 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
                 "floor + 2 record calls, continuous pull",
             ),
         ] {
-            let svc = serve::spawn_rust(kind, &platform.url(), 0).await?;
+            let svc = serve::spawn_rust(kind, &platform.url(), 0, None).await?;
             let [column] =
                 measure_targets(&platform, &client, args, [Target::new(name, module, svc)]).await?;
             floors.push(column);
@@ -228,7 +233,8 @@ pub async fn run(args: &Args) -> anyhow::Result<String> {
     } else {
         ("workflow_fn (Rust)", "reference workflow_handler (Python)")
     };
-    let ours_svc = serve::spawn_rust("ours", &platform.url(), steps).await?;
+    let ours_svc =
+        serve::spawn_rust("ours", &platform.url(), steps, args.ours_wrapper.as_deref()).await?;
     let ours_target = Target::new(ours_name, serve::OURS_MODULE, ours_svc);
     // Ours and the reference serve side by side and their throughput cells
     // alternate, so a change in the machine's speed during the run moves

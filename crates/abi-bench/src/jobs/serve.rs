@@ -32,7 +32,8 @@ const FETCH_EXPIRES: Duration = Duration::from_secs(1);
 
 /// Starts this binary serving `kind` (`ours`, `raw`, `records4`,
 /// `records2` or `records2c`; ours as workflows of `steps` steps when not
-/// 0) and waits for `ready`.
+/// 0), through `wrapper` when given (run with this binary and its flags as
+/// arguments), and waits for `ready`.
 ///
 /// # Errors
 ///
@@ -42,10 +43,23 @@ const FETCH_EXPIRES: Duration = Duration::from_secs(1);
 ///
 /// Cancel safe: the child is spawned with `kill_on_drop`, so dropping the future before `ready`
 /// kills it.
-pub async fn spawn_rust(kind: &str, url: &str, steps: u32) -> anyhow::Result<Service> {
+pub async fn spawn_rust(
+    kind: &str,
+    url: &str,
+    steps: u32,
+    wrapper: Option<&Path>,
+) -> anyhow::Result<Service> {
     let exe = std::env::current_exe().context("this executable")?;
     eprintln!("starting {} jobs --serve {kind}", exe.display());
-    let child = Command::new(&exe)
+    let mut command = match wrapper {
+        Some(wrapper) => {
+            let mut command = Command::new(wrapper);
+            command.arg(&exe);
+            command
+        }
+        None => Command::new(&exe),
+    };
+    let child = command
         .args(["jobs", "--serve", kind, url])
         .args(["--workflow-steps", &steps.to_string()])
         .stdin(Stdio::null())
