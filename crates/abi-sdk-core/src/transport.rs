@@ -157,10 +157,12 @@ impl Transport {
         // A CLIENT span per call, its context carried on in the headers
         // (disabled, and free, when traces are not exported).
         let span = traces::message_span(traces::Kind::Client, subject, None);
-        let answer = self
-            .exchange_in(subject, token, payload, (local, decided_to), started, &span)
-            .instrument(span.clone())
-            .await;
+        let answer = self.exchange_in(subject, token, payload, (local, decided_to), started, &span);
+        // Boxed: under it, the NATS client's request and what sends it
+        // (over a KiB); above it, every caller's future (a document put's,
+        // a job run's), which would otherwise carry that inline and copy it
+        // whole each time one is created and moved into its caller.
+        let answer = Box::pin(answer).instrument(span.clone()).await;
         match &answer {
             Ok(reply) => traces::record_reply(&span, reply.len()),
             Err(err) => traces::record_error(&span, trace_code(err), &err.to_string()),
@@ -279,8 +281,9 @@ impl Transport {
                     max_payload,
                 )));
             }
-            let id = transfers()
-                .upload(&payload, overflow::chunk_size(max_payload))
+            // The transfers are boxed, here and below: they are rare, and
+            // their futures would otherwise weigh on every call's.
+            let id = Box::pin(transfers().upload(&payload, overflow::chunk_size(max_payload)))
                 .await
                 .map_err(transfer_failed)?;
             upload = Some(id);
@@ -299,17 +302,16 @@ impl Transport {
         if let Some(id) = upload {
             // The service released it when it read it; this covers a
             // service that never did.
-            transfers().close(&id).await;
+            Box::pin(transfers().close(&id)).await;
         }
         let reply = answered?;
         match frame::parked_reply(reply.headers.as_ref()) {
             None => Ok(reply.payload),
-            Some((id, Some(size))) => transfers()
-                .download(id, size)
+            Some((id, Some(size))) => Box::pin(transfers().download(id, size))
                 .await
                 .map_err(transfer_failed),
             Some((id, None)) => {
-                transfers().close(id).await;
+                Box::pin(transfers().close(id)).await;
                 Err(CallError::new(
                     CallErrorKind::Decode,
                     format!("a parked reply on {subject} without a valid size"),

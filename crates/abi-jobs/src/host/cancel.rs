@@ -134,7 +134,7 @@ async fn cancel(
             shared
                 .links
                 .nats
-                .publish(job.subjects.done(), notice.into())
+                .publish(job.done.clone(), notice.into())
                 .await?;
             Ok(())
         }

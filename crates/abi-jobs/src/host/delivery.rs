@@ -109,8 +109,10 @@ enum Step {
     Reread,
 }
 
-/// Handles one delivery to its end (ack, nak or term).
-pub(super) async fn handle(shared: &Arc<Shared>, job: &Arc<Job>, msg: Message) {
+/// Handles one delivery to its end (ack, nak or term). The message comes
+/// boxed: it is some 400 bytes, which every future of the delivery would
+/// otherwise hold, and copy, as it passes it down.
+pub(super) async fn handle(shared: &Arc<Shared>, job: &Arc<Job>, msg: Box<Message>) {
     let Ok(info) = msg.info() else {
         warn!("a job delivery without JetStream metadata; dropped");
         return;
@@ -135,7 +137,7 @@ pub(super) async fn handle(shared: &Arc<Shared>, job: &Arc<Job>, msg: Message) {
 pub(super) async fn handle_at(
     shared: &Arc<Shared>,
     job: &Arc<Job>,
-    msg: Message,
+    msg: Box<Message>,
     meta: Meta,
     prior: Prior,
 ) {
@@ -172,7 +174,7 @@ pub(super) async fn handle_at(
 async fn handle_traced(
     shared: &Arc<Shared>,
     job: &Arc<Job>,
-    msg: Message,
+    msg: Box<Message>,
     meta: Meta,
     mut prior: Prior,
 ) {
@@ -334,7 +336,7 @@ async fn run_attempt(
         fired_at: fired,
         started_at: &started_at,
     }
-    .to_data();
+    .into_data();
     let trigger_kind = trigger[field::TRIGGER_KIND].as_str().unwrap_or("");
     if machine::coalesces(job.spec.coalesces_ticks(), trigger_kind) {
         match super::coalesce::overlapping(shared, job.spec.name(), run_id, fired).await {
@@ -555,7 +557,7 @@ pub(super) async fn notify(shared: &Shared, job: &Job, run_id: &str, status: &st
     if let Err(err) = shared
         .links
         .nats
-        .publish(job.subjects.done(), notice.into())
+        .publish(job.done.clone(), notice.into())
         .await
     {
         warn!(run_id = %run_id, error = %err, "could not publish a job completion");

@@ -83,6 +83,7 @@ pub(super) async fn run(shared: Arc<Shared>, job: Arc<Job>, consumer: PullConsum
             };
             let (shared, job) = (shared.clone(), job.clone());
             let tasks = shared.stopping.work().clone();
+            let message = Box::new(message);
             // Boxed: a delivery's future is several KiB, and a task
             // holding it inline copies it whole when spawned, when placed
             // in its cell and when finished.

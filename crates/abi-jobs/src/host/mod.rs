@@ -115,6 +115,8 @@ pub(crate) struct Job {
     pub(crate) spec: Arc<JobSpec>,
     pub(crate) handler: Arc<dyn JobHandler>,
     pub(crate) subjects: abi_wire::jobs::JobSubjects,
+    /// `subjects.done()`, named once: every run's end publishes there.
+    pub(crate) done: async_nats::Subject,
 }
 
 /// What a job host talks to.
@@ -266,14 +268,15 @@ impl JobHost {
         let jobs = self
             .jobs
             .iter()
-            .map(|(spec, handler)| Job {
-                spec: Arc::new(spec.clone()),
-                handler: handler.clone(),
-                subjects: abi_wire::jobs::JobSubjects::new(
-                    &links.project,
-                    &links.module_id,
-                    spec.name(),
-                ),
+            .map(|(spec, handler)| {
+                let subjects =
+                    abi_wire::jobs::JobSubjects::new(&links.project, &links.module_id, spec.name());
+                Job {
+                    spec: Arc::new(spec.clone()),
+                    handler: handler.clone(),
+                    done: subjects.done().into(),
+                    subjects,
+                }
             })
             .collect();
         let shared = Shared {

@@ -30,7 +30,9 @@ pub(super) async fn read(
     let Some(name) = name else {
         return Ok(parse(&msg.payload));
     };
-    let body = crate::claim_check::fetch(&shared.js, &name)
+    // Boxed: the object store's read is several KiB of future, which every
+    // delivery would otherwise carry (and copy) for a path few take.
+    let body = Box::pin(crate::claim_check::fetch(&shared.js, &name))
         .await
         .map_err(|e| PayloadError {
             name: name.clone(),

@@ -79,7 +79,7 @@ pub(super) async fn reap(shared: &Arc<Shared>, jobs: &[Job]) -> Result<usize, Jo
                     if let Err(err) = shared
                         .links
                         .nats
-                        .publish(job.subjects.done(), notice.into())
+                        .publish(job.done.clone(), notice.into())
                         .await
                     {
                         warn!(run_id = %doc.id, error = %err, "could not publish a job completion");

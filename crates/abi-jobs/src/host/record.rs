@@ -132,14 +132,22 @@ pub(super) struct Claimed {
 }
 
 /// A new attempt's record, and the version it is written over.
-fn started(existing: Option<&Document>, fields: Data, replace: bool) -> (Data, i64) {
-    let (mut data, if_version) = match existing {
-        Some(doc) if !replace => (doc.data.clone(), doc.version),
-        Some(doc) => (created(), doc.version),
-        None => (created(), 0),
-    };
-    data.extend(fields);
-    (data, if_version)
+fn started(existing: Option<&Document>, mut fields: Data, replace: bool) -> (Data, i64) {
+    match existing {
+        Some(doc) if !replace => {
+            let mut data = doc.data.clone();
+            data.extend(fields);
+            (data, doc.version)
+        }
+        // A new record: `fields` with the time it was created (a field of
+        // theirs by that name, had they one, wins).
+        Some(_) | None => {
+            fields
+                .entry(field::CREATED_AT.to_owned())
+                .or_insert_with(|| Value::from(super::super::time::now_iso()));
+            (fields, existing.map_or(0, |doc| doc.version))
+        }
+    }
 }
 
 /// Writes `data` on `if_version` (compare-and-swap).
@@ -165,15 +173,6 @@ async fn put(
         .put(&shared.collection, run_id, data, Some(if_version))
         .await?;
     Ok(written.version)
-}
-
-fn created() -> Data {
-    let mut data = Data::new();
-    data.insert(
-        field::CREATED_AT.into(),
-        Value::from(super::super::time::now_iso()),
-    );
-    data
 }
 
 /// Merges `fields` into the record if `fence` still holds: first on the
@@ -296,6 +295,45 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), v.clone()))
             .collect()
+    }
+
+    #[test]
+    fn a_start_over_a_record_keeps_or_replaces_it_and_a_new_one_is_stamped_created() {
+        let fields = data(&[
+            (field::STATUS, Value::from(wire::RUNNING)),
+            (field::ATTEMPT, Value::Int(2)),
+        ]);
+        let old = Document {
+            id: "r".into(),
+            data: data(&[
+                (field::CREATED_AT, Value::from("then")),
+                (field::ATTEMPT, Value::Int(1)),
+                (field::LOGS, Value::List(vec![Value::from("a")])),
+            ]),
+            version: 4,
+            created_at: abi_document_model::Datetime::now(),
+            updated_at: abi_document_model::Datetime::now(),
+        };
+        // Over the record read: its fields kept, the start's written over them.
+        let (kept, version) = started(Some(&old), fields.clone(), false);
+        let mut expected = old.data.clone();
+        expected.extend(fields.clone());
+        assert_eq!((kept, version), (expected, 4));
+        // An older trigger's record replaced, and a record created: the
+        // start's fields and a new creation time.
+        for (existing, over) in [(Some(&old), 4), (None, 0)] {
+            let (mut new, version) = started(existing, fields.clone(), true);
+            assert_eq!(version, over);
+            let Some(Value::String(created)) = new.remove(field::CREATED_AT) else {
+                panic!("no creation time: {new:?}");
+            };
+            assert_ne!(created, "then");
+            assert_eq!(new, fields);
+        }
+        // A start that names its creation time keeps it.
+        let mut named = fields.clone();
+        named.insert(field::CREATED_AT.into(), Value::from("given"));
+        assert_eq!(started(None, named.clone(), false).0, named);
     }
 
     #[test]

@@ -28,28 +28,29 @@ pub(super) struct Started<'a> {
 }
 
 impl Started<'_> {
-    /// The record's fields.
-    pub(super) fn to_data(&self) -> Data {
+    /// The record's fields. Listed in key order, the map's own: collected,
+    /// they are then checked in order once rather than sorted.
+    pub(super) fn into_data(self) -> Data {
         let text = |v: &str| Value::String(v.to_owned());
         [
-            (field::JOB, text(self.job)),
-            (field::RUN_ID, text(self.run_id)),
-            (field::MODULE_ID, text(self.module_id)),
-            (field::STATUS, text(RunStatus::Running.as_str())),
             (field::ATTEMPT, Value::Int(self.attempt)),
-            (field::MAX_ATTEMPTS, Value::Int(self.max_attempts)),
-            (field::TRIGGER, self.trigger.clone()),
-            (field::PAYLOAD, self.payload.clone()),
+            (field::ERROR, text("")),
+            (field::FIRED_AT, text(self.fired_at)),
+            (field::HEARTBEAT_AT, text(self.started_at)),
             (field::INSTANCE, text(self.instance)),
+            (field::JOB, text(self.job)),
+            (field::MAX_ATTEMPTS, Value::Int(self.max_attempts)),
+            (field::MODULE_ID, text(self.module_id)),
+            (field::PAYLOAD, self.payload),
+            (field::RUN_ID, text(self.run_id)),
             (
                 field::SEQUENCE,
                 Value::Int(i64::try_from(self.sequence).unwrap_or(i64::MAX)),
             ),
-            (field::FIRED_AT, text(self.fired_at)),
             (field::STARTED_AT, text(self.started_at)),
-            (field::HEARTBEAT_AT, text(self.started_at)),
+            (field::STATUS, text(RunStatus::Running.as_str())),
             (field::TRACE_ID, text("")),
-            (field::ERROR, text("")),
+            (field::TRIGGER, self.trigger),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
@@ -310,7 +311,7 @@ mod tests {
             fired_at: "F",
             started_at: "S",
         };
-        let data = start.to_data();
+        let data = start.into_data();
         let keys: Vec<&str> = data.keys().map(String::as_str).collect();
         assert_eq!(
             keys,

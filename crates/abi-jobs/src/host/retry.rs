@@ -124,7 +124,7 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
         delivered: attempt + 1,
         stored_nanos: stored.time.unix_timestamp_nanos(),
     };
-    let msg = Message {
+    let msg = Box::new(Message {
         message: async_nats::Message {
             subject: stored.subject,
             // No delivery to acknowledge: acks and heartbeats are skipped.
@@ -136,7 +136,7 @@ async fn redrive(shared: &Arc<Shared>, job: &Arc<Job>, run_id: &str, sequence: u
             description: None,
         },
         context: shared.js.clone(),
-    };
+    });
     delivery::handle_at(shared, job, msg, meta, Prior::Read(doc)).await;
 }
 
