@@ -63,6 +63,41 @@ fn encode_delimited_header(tag: u32, len: usize, buf: &mut Vec<u8>) {
     encode_varint(len as u64, buf);
 }
 
+/// Opens length-delimited field `tag` with a one-byte length, to be set by
+/// [`close_delimited`] once its body is written; returns where the body
+/// starts. Most bodies take under 128 bytes, so one pass writes them, where
+/// a length written first would have to be computed by a pass of its own.
+pub fn open_delimited(tag: u32, buf: &mut Vec<u8>) -> usize {
+    encode_key(tag, WireType::LengthDelimited, buf);
+    buf.push(0);
+    buf.len()
+}
+
+/// Writes the length of the field [`open_delimited`] opened at `start`
+/// (its body is what `buf` holds from there), widening it in place when it
+/// takes more than one byte.
+pub fn close_delimited(start: usize, buf: &mut Vec<u8>) {
+    let len = buf.len() - start;
+    if let Ok(byte) = u8::try_from(len)
+        && byte < 0x80
+    {
+        buf[start - 1] = byte;
+        return;
+    }
+    let width = encoded_len_varint(len as u64);
+    buf.splice(start..start, std::iter::repeat_n(0, width - 1));
+    // A varint of a usize takes at most 10 bytes.
+    let mut length = [0u8; 10];
+    let mut rest = len;
+    for byte in &mut length[..width] {
+        // The low seven bits, then a continuation bit on all but the last.
+        *byte = (rest & 0x7f) as u8 | 0x80;
+        rest >>= 7;
+    }
+    length[width - 1] &= 0x7f;
+    buf[start - 1..start - 1 + width].copy_from_slice(&length[..width]);
+}
+
 fn encode_str(tag: u32, text: &str, buf: &mut Vec<u8>) {
     encode_delimited_header(tag, text.len(), buf);
     buf.extend_from_slice(text.as_bytes());
@@ -98,15 +133,18 @@ fn encode_value(value: &Value, buf: &mut Vec<u8>) {
         }
         Value::Datetime(d) => encode_str(t::DATETIME, &d.isoformat(), buf),
         Value::List(items) => {
-            encode_delimited_header(t::LIST, list_len(items), buf);
+            let list = open_delimited(t::LIST, buf);
             for item in items {
-                encode_delimited_header(ITEMS_TAG, value_len(item), buf);
+                let at = open_delimited(ITEMS_TAG, buf);
                 encode_value(item, buf);
+                close_delimited(at, buf);
             }
+            close_delimited(list, buf);
         }
         Value::Object(data) => {
-            encode_delimited_header(t::OBJECT, data_len(data), buf);
+            let object = open_delimited(t::OBJECT, buf);
             encode_data_body(data, buf);
+            close_delimited(object, buf);
         }
     }
 }
@@ -141,19 +179,22 @@ pub fn data_len(data: &Data) -> usize {
 /// `prost::Message::encode_raw` writes for [`crate::pb::data_to_pb`]).
 pub fn encode_data_body(data: &Data, buf: &mut Vec<u8>) {
     for (key, value) in data {
-        encode_delimited_header(FIELDS_TAG, entry_len(key, value), buf);
+        let entry = open_delimited(FIELDS_TAG, buf);
         if !key.is_empty() {
             encode_str(ENTRY_KEY_TAG, key, buf);
         }
-        encode_delimited_header(ENTRY_VALUE_TAG, value_len(value), buf);
+        let at = open_delimited(ENTRY_VALUE_TAG, buf);
         encode_value(value, buf);
+        close_delimited(at, buf);
+        close_delimited(entry, buf);
     }
 }
 
 /// Appends field `tag` holding the `Data` message of `data`.
 pub fn encode_data_field(tag: u32, data: &Data, buf: &mut Vec<u8>) {
-    encode_delimited_header(tag, data_len(data), buf);
+    let field = open_delimited(tag, buf);
     encode_data_body(data, buf);
+    close_delimited(field, buf);
 }
 
 /// The encoded length of the `Document` message of `doc`.
@@ -319,6 +360,34 @@ mod tests {
             let mut field = Vec::new();
             encode_data_field(5, &data, &mut field);
             assert_eq!(field, request.encode_to_vec());
+        }
+    }
+
+    #[test]
+    fn lengths_of_every_width_are_written_as_prost_writes_them() {
+        // Bodies around each width's edge (one, two, three and four bytes of
+        // length), alone, in a list and in an object two levels down, so
+        // every enclosing length widens too.
+        for len in [0, 1, 120, 127, 128, 16_370, 16_383, 16_384, 2_097_152] {
+            let text = Value::String("x".repeat(len));
+            let mut inner = Data::new();
+            inner.insert("s".into(), text.clone());
+            let mut middle = Data::new();
+            middle.insert("o".into(), Value::Object(inner));
+            let mut data = Data::new();
+            data.insert("a".into(), text.clone());
+            data.insert("l".into(), Value::List(vec![text, Value::Int(1)]));
+            data.insert("o".into(), Value::Object(middle));
+            // After what the buffer already held.
+            let mut ours = vec![0xAA];
+            encode_data_field(3, &data, &mut ours);
+            let mut expected = vec![0xAA];
+            prost::encoding::message::encode(3, &data_to_pb(&data), &mut expected);
+            assert_eq!(ours, expected, "{len}");
+            let mut body = Vec::new();
+            encode_data_body(&data, &mut body);
+            assert_eq!(body, data_to_pb(&data).encode_to_vec(), "{len}");
+            assert_eq!(body.len(), data_len(&data), "{len}");
         }
     }
 

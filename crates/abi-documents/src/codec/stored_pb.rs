@@ -13,10 +13,11 @@ use std::borrow::Cow;
 use abi_document_model::Datetime;
 use abi_document_model::Value;
 use abi_document_model::encode::{
-    ENTRY_KEY_TAG, ENTRY_VALUE_TAG, FIELDS_TAG, ITEMS_TAG, value_tag,
+    ENTRY_KEY_TAG, ENTRY_VALUE_TAG, FIELDS_TAG, ITEMS_TAG, close_delimited, open_delimited,
+    value_tag,
 };
 use abi_pyjson::{Cursor, Next, Scalar};
-use prost::encoding::{self, WireType, encode_key, encode_varint, encoded_len_varint};
+use prost::encoding::{self, WireType, encode_key, encode_varint};
 
 use super::keys::base64_decode;
 use super::storage::{PAYLOAD, TAG, decode_float};
@@ -46,38 +47,6 @@ pub fn write_stored_data(text: &str, buf: &mut Vec<u8>) -> bool {
     written.is_some()
 }
 
-/// Opens length-delimited field `tag` with a one-byte length to be fixed by
-/// [`close`]; returns where its body starts.
-fn open(tag: u32, buf: &mut Vec<u8>) -> usize {
-    encode_key(tag, WireType::LengthDelimited, buf);
-    buf.push(0);
-    buf.len()
-}
-
-/// Writes the length of the field whose body started at `start`, widening
-/// its length when it takes more than one byte.
-fn close(start: usize, buf: &mut Vec<u8>) {
-    let len = buf.len() - start;
-    if let Ok(byte) = u8::try_from(len)
-        && byte < 0x80
-    {
-        buf[start - 1] = byte;
-        return;
-    }
-    let width = encoded_len_varint(len as u64);
-    buf.splice(start..start, std::iter::repeat_n(0, width - 1));
-    // A varint of a usize takes at most 10 bytes.
-    let mut length = [0u8; 10];
-    let mut rest = len;
-    for byte in &mut length[..width] {
-        // The low seven bits, then a continuation bit on all but the last.
-        *byte = (rest & 0x7f) as u8 | 0x80;
-        rest >>= 7;
-    }
-    length[width - 1] &= 0x7f;
-    buf[start - 1..start - 1 + width].copy_from_slice(&length[..width]);
-}
-
 fn write_str(tag: u32, text: &str, buf: &mut Vec<u8>) {
     encode_key(tag, WireType::LengthDelimited, buf);
     encode_varint(text.len() as u64, buf);
@@ -95,14 +64,14 @@ fn members<'a>(cursor: &mut Cursor<'a>, first: Cow<'a, str>, buf: &mut Vec<u8>) 
         if previous.as_ref().is_some_and(|p| **p >= *name) {
             return None;
         }
-        let entry = open(FIELDS_TAG, buf);
+        let entry = open_delimited(FIELDS_TAG, buf);
         if !name.is_empty() {
             write_str(ENTRY_KEY_TAG, &name, buf);
         }
-        let value_at = open(ENTRY_VALUE_TAG, buf);
+        let value_at = open_delimited(ENTRY_VALUE_TAG, buf);
         value(cursor, buf)?;
-        close(value_at, buf);
-        close(entry, buf);
+        close_delimited(value_at, buf);
+        close_delimited(entry, buf);
         previous = Some(name);
         key = cursor.after_member().ok()?;
     }
@@ -143,25 +112,25 @@ fn value(cursor: &mut Cursor<'_>, buf: &mut Vec<u8>) -> Option<()> {
             Scalar::Str(text) => write_str(t::STRING, &text, buf),
         },
         Next::Array => {
-            let list = open(t::LIST, buf);
+            let list = open_delimited(t::LIST, buf);
             let mut more = cursor.enter_array().ok()?;
             while more {
-                let item = open(ITEMS_TAG, buf);
+                let item = open_delimited(ITEMS_TAG, buf);
                 value(cursor, buf)?;
-                close(item, buf);
+                close_delimited(item, buf);
                 more = cursor.after_item().ok()?;
             }
-            close(list, buf);
+            close_delimited(list, buf);
         }
         Next::Object => match cursor.enter_object().ok()? {
             None => {
-                open(t::OBJECT, buf);
+                open_delimited(t::OBJECT, buf);
             }
             Some(key) if key == TAG => tagged(cursor, buf)?,
             Some(key) => {
-                let object = open(t::OBJECT, buf);
+                let object = open_delimited(t::OBJECT, buf);
                 members(cursor, key, buf)?;
-                close(object, buf);
+                close_delimited(object, buf);
             }
         },
     }

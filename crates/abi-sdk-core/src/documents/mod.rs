@@ -540,6 +540,10 @@ fn stamp(text: &str) -> Result<Datetime, CallError> {
     })
 }
 
+/// Bytes a put's request reserves for its data (a job run's record takes
+/// about half of it); a bigger document grows the request as it is written.
+const PUT_DATA_ROOM: usize = 1024;
+
 /// The bytes of a `PutRequest`, the same prost writes for the request
 /// holding `data` converted (checked in the tests), without building that
 /// copy of the data first.
@@ -559,7 +563,11 @@ fn put_request(
         data: None,
         if_version: None,
     };
-    let mut payload = head.encode_to_vec();
+    // Room for most documents' data up front: it is written in one pass,
+    // its size unknown until written, and growing from the head's size
+    // would move the request two or three times.
+    let mut payload = Vec::with_capacity(head.encoded_len() + PUT_DATA_ROOM);
+    head.encode_raw(&mut payload);
     abi_document_model::encode::encode_data_field(
         documents::PUT_REQUEST_DATA_TAG,
         data,
