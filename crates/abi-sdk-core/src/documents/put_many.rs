@@ -17,7 +17,7 @@
 //! nobody does, groups leave one put per request, as the reference's hosts
 //! send them, and the queue asks again after a while.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -235,20 +235,7 @@ impl PutQueue {
             state.in_flight -= 1;
             return Vec::new();
         }
-        let mut named = HashSet::new();
-        let mut group = Vec::new();
-        while group.len() < MAX_GROUP {
-            let Some(next) = state.waiting.front() else {
-                break;
-            };
-            if !named.insert((next.collection.clone(), next.id.clone())) {
-                break;
-            }
-            if let Some(next) = state.waiting.pop_front() {
-                group.push(next);
-            }
-        }
-        group
+        take_group(&mut state.waiting)
     }
 
     /// Sends `group`, then every group that waits meanwhile, on one slot.
@@ -451,11 +438,79 @@ fn each_of(error: &CallError) -> CallError {
     }
 }
 
+/// The first puts of `waiting`, in order: at most [`MAX_GROUP`], up to
+/// (not including) the first that names a document already in the group.
+fn take_group(waiting: &mut VecDeque<Waiting>) -> Vec<Waiting> {
+    let mut group: Vec<Waiting> = Vec::new();
+    while group.len() < MAX_GROUP {
+        let Some(next) = waiting.front() else {
+            break;
+        };
+        // A scan of at most `MAX_GROUP` puts costs less than hashing (and
+        // copying) every put's name.
+        let named = |put: &Waiting| put.id == next.id && put.collection == next.collection;
+        if group.iter().any(named) {
+            break;
+        }
+        if let Some(next) = waiting.pop_front() {
+            group.push(next);
+        }
+    }
+    group
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use abi_document_model::Value;
+
+    #[test]
+    fn a_group_stops_before_a_document_it_holds_and_at_its_size() {
+        let waiting = |names: &[(&str, &str)]| -> VecDeque<Waiting> {
+            names
+                .iter()
+                .map(|(collection, id)| Waiting {
+                    collection: (*collection).into(),
+                    id: (*id).into(),
+                    request: Vec::new(),
+                    answer: oneshot::channel().0,
+                })
+                .collect()
+        };
+        let names = |group: &[Waiting]| -> Vec<String> {
+            group
+                .iter()
+                .map(|p| format!("{}/{}", p.collection, p.id))
+                .collect()
+        };
+        // The puts queued (collection, id); the group taken; how many stay.
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str], usize);
+        let cases: [Case; 5] = [
+            (&[], &[], 0),
+            (&[("r", "a"), ("r", "b")], &["r/a", "r/b"], 0),
+            // One id in two collections is two documents.
+            (&[("r", "a"), ("s", "a")], &["r/a", "s/a"], 0),
+            // A second put of `r/a` waits for the next group, with all after it.
+            (
+                &[("r", "a"), ("r", "b"), ("r", "a"), ("r", "c")],
+                &["r/a", "r/b"],
+                2,
+            ),
+            (&[("r", "a"), ("r", "a")], &["r/a"], 1),
+        ];
+        for (queued, expected, left) in cases {
+            let mut queue = waiting(queued);
+            let group = take_group(&mut queue);
+            assert_eq!(names(&group), expected, "{queued:?}");
+            assert_eq!(queue.len(), left, "{queued:?}");
+        }
+        let ids: Vec<String> = (0..MAX_GROUP + 3).map(|i| i.to_string()).collect();
+        let many: Vec<(&str, &str)> = ids.iter().map(|id| ("r", id.as_str())).collect();
+        let mut queue = waiting(&many);
+        assert_eq!(take_group(&mut queue).len(), MAX_GROUP);
+        assert_eq!(queue.len(), 3);
+    }
 
     #[test]
     fn a_put_many_request_is_the_bytes_prost_writes() {
